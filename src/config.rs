@@ -1,0 +1,397 @@
+//! Configuration: a TOML file read strictly (`deny_unknown_fields`) into [`RawConfig`], then
+//! checked into a [`Config`]. Every error names the key it is about. With no file the service
+//! runs as a sandbox (D21).
+
+use crate::interfaces;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Accounting types accepted when the config names none (the spec's examples).
+pub const DEFAULT_ACCOUNTING_TYPES: [&str; 4] = ["COSTCENTRE", "DEPARTMENT", "PROJECT", "BUSINESSUNIT"];
+
+/// A configuration that cannot be used; the service does not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML, or has an unknown key or a value of the wrong type.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's explanation, naming the key, line and column.
+        message: String,
+    },
+    /// A value is out of range or inconsistent with others.
+    #[error("config file {path}: {key}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The key, as `section.key`.
+        key: String,
+        /// What is wrong and what is expected.
+        message: String,
+    },
+}
+
+/// The file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    sandbox: Option<bool>,
+    #[serde(default)]
+    server: RawServer,
+    #[serde(default)]
+    storage: RawStorage,
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    validation: RawValidation,
+    #[serde(default)]
+    accounting_objects: RawAccountingObjects,
+    #[serde(default)]
+    api_keys: Vec<RawApiKey>,
+    platform: Option<RawPlatform>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: Option<String>,
+    plain_http: Option<bool>,
+    body_timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStorage {
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_body_bytes: Option<u64>,
+    max_records: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawValidation {
+    schema_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAccountingObjects {
+    types: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApiKey {
+    name: String,
+    sha256: String,
+    interfaces: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPlatform {
+    url: String,
+}
+
+/// Which interfaces a key may use (D20).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    /// `["*"]`: every interface.
+    All,
+    /// The interfaces with these identifiers.
+    Only(Vec<&'static str>),
+}
+
+/// One configured API key; the key itself is never stored, only its SHA-256 (D20).
+#[derive(Debug, Clone)]
+pub struct ApiKey {
+    /// Shown in logs instead of the key.
+    pub name: String,
+    /// SHA-256 of the key.
+    pub sha256: [u8; 32],
+    /// What it may use.
+    pub access: Access,
+}
+
+/// A checked configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// No API keys; deliveries go to the built-in sink (D21).
+    pub sandbox: bool,
+    /// Address and port of the intake listener.
+    pub listen: SocketAddr,
+    /// Serve plain HTTP (no TLS).
+    pub plain_http: bool,
+    /// How long a client may take to send its body (408 after that, D5).
+    pub body_timeout: Duration,
+    /// Where the queue lives.
+    pub data_dir: PathBuf,
+    /// Largest accepted body (413 above, D5).
+    pub max_body_bytes: u64,
+    /// Most records per request (413 above, D5).
+    pub max_records: usize,
+    /// Directory whose schema files replace the built-in ones (D14).
+    pub schema_dir: Option<PathBuf>,
+    /// Valid `accountingType` values.
+    pub accounting_types: Vec<String>,
+    /// Keys that may call the service.
+    pub api_keys: Vec<ApiKey>,
+    /// Where deliveries go (`None` in sandbox).
+    pub platform_url: Option<String>,
+}
+
+impl Config {
+    /// The embedded default: a sandbox on 127.0.0.1:8080 with data in `./ap-intake-data`.
+    pub fn sandbox_default() -> Self {
+        Self {
+            sandbox: true,
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            plain_http: true,
+            body_timeout: Duration::from_secs(30),
+            data_dir: PathBuf::from("ap-intake-data"),
+            max_body_bytes: 32 * 1024 * 1024,
+            max_records: 10_000,
+            schema_dir: None,
+            accounting_types: DEFAULT_ACCOUNTING_TYPES.map(String::from).to_vec(),
+            api_keys: Vec::new(),
+            platform_url: None,
+        }
+    }
+
+    /// Reads and checks the file at `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Checks `text`, the contents of the file at `path`.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        raw.check(path)
+    }
+}
+
+impl RawConfig {
+    fn check(self, path: &Path) -> Result<Config, ConfigError> {
+        let invalid = |key: &str, message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            key: key.to_string(),
+            message,
+        };
+        let sandbox = self.sandbox.unwrap_or(false);
+        let base = Config::sandbox_default();
+        let listen = match &self.server.listen {
+            Some(s) => s.parse().map_err(|_| {
+                invalid("server.listen", format!("{s:?} is not an address and port such as \"0.0.0.0:8443\""))
+            })?,
+            None if sandbox => base.listen,
+            None => SocketAddr::from(([0, 0, 0, 0], 8443)),
+        };
+        let plain_http = self.server.plain_http.unwrap_or(sandbox);
+        if !plain_http && !sandbox {
+            return Err(invalid(
+                "server.plain_http",
+                "no TLS is configured; set plain_http = true to serve plain HTTP".into(),
+            ));
+        }
+        let body_timeout = match self.server.body_timeout_secs {
+            Some(0) => return Err(invalid("server.body_timeout_secs", "must be at least 1".into())),
+            Some(s) => Duration::from_secs(s),
+            None => base.body_timeout,
+        };
+        let data_dir = match self.storage.data_dir {
+            Some(d) if d.as_os_str().is_empty() => {
+                return Err(invalid("storage.data_dir", "must not be empty".into()));
+            }
+            Some(d) => d,
+            None if sandbox => base.data_dir,
+            None => PathBuf::from("/var/lib/ap-intake"),
+        };
+        let max_body_bytes = positive(self.limits.max_body_bytes, base.max_body_bytes)
+            .map_err(|m| invalid("limits.max_body_bytes", m))?;
+        let max_records = positive(self.limits.max_records, base.max_records)
+            .map_err(|m| invalid("limits.max_records", m))?;
+        if let Some(dir) = &self.validation.schema_dir {
+            if !dir.is_dir() {
+                return Err(invalid(
+                    "validation.schema_dir",
+                    format!("{} is not a directory", dir.display()),
+                ));
+            }
+        }
+        let accounting_types = check_types(self.accounting_objects.types, base.accounting_types)
+            .map_err(|m| invalid("accounting_objects.types", m))?;
+        let api_keys = self
+            .api_keys
+            .into_iter()
+            .enumerate()
+            .map(|(i, k)| k.check().map_err(|(field, m)| invalid(&format!("api_keys[{i}].{field}"), m)))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (i, k) in api_keys.iter().enumerate() {
+            if api_keys[..i].iter().any(|o| o.name == k.name) {
+                return Err(invalid(&format!("api_keys[{i}].name"), format!("{:?} is used twice", k.name)));
+            }
+        }
+        if !sandbox && api_keys.is_empty() {
+            return Err(invalid(
+                "api_keys",
+                "no [[api_keys]] configured; create one with `ap-intake key generate --name NAME`, or set sandbox = true".into(),
+            ));
+        }
+        let platform_url = match self.platform {
+            Some(p) => Some(check_url(&p.url).map_err(|m| invalid("platform.url", m))?),
+            None if sandbox => None,
+            None => return Err(invalid("platform.url", "required unless sandbox = true".into())),
+        };
+        Ok(Config {
+            sandbox,
+            listen,
+            plain_http,
+            body_timeout,
+            data_dir,
+            max_body_bytes,
+            max_records,
+            schema_dir: self.validation.schema_dir,
+            accounting_types,
+            api_keys,
+            platform_url,
+        })
+    }
+}
+
+fn positive<T: PartialEq + Default>(v: Option<T>, default: T) -> Result<T, String> {
+    match v {
+        Some(v) if v == T::default() => Err("must be greater than 0".into()),
+        Some(v) => Ok(v),
+        None => Ok(default),
+    }
+}
+
+fn check_types(types: Option<Vec<String>>, default: Vec<String>) -> Result<Vec<String>, String> {
+    let Some(types) = types else { return Ok(default) };
+    if types.is_empty() || types.len() > 9 {
+        return Err(format!("list 1 to 9 types (the spec allows nine), not {}", types.len()));
+    }
+    for (i, t) in types.iter().enumerate() {
+        if t.is_empty() {
+            return Err("a type must not be empty".into());
+        }
+        if types[..i].contains(t) {
+            return Err(format!("{t:?} is listed twice"));
+        }
+    }
+    Ok(types)
+}
+
+fn check_url(url: &str) -> Result<String, String> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|_| format!("{url:?} is not a URL"))?;
+    match (uri.scheme_str(), uri.host()) {
+        (Some("https" | "http"), Some(_)) => Ok(url.to_string()),
+        _ => Err(format!("{url:?} must be an http:// or https:// URL with a host")),
+    }
+}
+
+impl RawApiKey {
+    fn check(self) -> Result<ApiKey, (&'static str, String)> {
+        if self.name.trim().is_empty() {
+            return Err(("name", "must not be empty".into()));
+        }
+        let sha256 = hex::decode(&self.sha256)
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or(("sha256", "must be 64 hex characters (the SHA-256 of the key)".to_string()))?;
+        if self.interfaces.is_empty() {
+            return Err(("interfaces", "list [\"*\"] or the paths the key may use".into()));
+        }
+        let access = if self.interfaces.iter().any(|i| i == "*") {
+            Access::All
+        } else {
+            let ids = self
+                .interfaces
+                .iter()
+                .map(|p| {
+                    interfaces::by_path(p)
+                        .map(|i| i.id)
+                        .ok_or(("interfaces", format!("{p:?} is not an interface path, such as \"/general-ledger-codes/v1\"")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Access::Only(ids)
+        };
+        Ok(ApiKey {
+            name: self.name,
+            sha256,
+            access,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "[[api_keys]]\nname = \"erp\"\nsha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\ninterfaces = [\"*\"]\n";
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("c.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn example_config_is_valid() {
+        let text = include_str!("../config.example.toml");
+        let c = parse(text).unwrap();
+        assert!(!c.sandbox);
+        assert_eq!(c.listen.to_string(), "0.0.0.0:8443");
+        assert_eq!(c.max_body_bytes, 33_554_432);
+        assert_eq!(c.max_records, 10_000);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_key() {
+        let e = parse("sandbox = true\n[server]\nlisten_on = \"x\"\n").unwrap_err();
+        assert!(e.contains("listen_on"), "{e}");
+        let e = parse("sandbox = true\n[server]\nlisten = \"nowhere\"\n").unwrap_err();
+        assert!(e.contains("server.listen"), "{e}");
+        let e = parse("sandbox = true\n[limits]\nmax_records = 0\n").unwrap_err();
+        assert!(e.contains("limits.max_records"), "{e}");
+        let e = parse("sandbox = true\n[limits]\nmax_records = \"many\"\n").unwrap_err();
+        assert!(e.contains("max_records"), "{e}");
+        let e = parse(&format!("[server]\nplain_http = true\n[platform]\nurl = \"https://x\"\n{}", KEY.replace("\"*\"", "\"/nope\""))).unwrap_err();
+        assert!(e.contains("api_keys[0].interfaces"), "{e}");
+        let e = parse("[server]\nplain_http = true\n[platform]\nurl = \"https://x\"\n").unwrap_err();
+        assert!(e.contains("api_keys"), "{e}");
+        let e = parse(&format!("[server]\nplain_http = true\n{KEY}")).unwrap_err();
+        assert!(e.contains("platform.url"), "{e}");
+    }
+
+    #[test]
+    fn sandbox_file_defaults() {
+        let c = parse("sandbox = true\n").unwrap();
+        assert!(c.sandbox && c.plain_http);
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.accounting_types.len(), 4);
+    }
+}

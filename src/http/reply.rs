@@ -1,0 +1,171 @@
+//! Every answer of the intake, mapped to HTTP in one place.
+
+use super::auth::Denied;
+use crate::intake::{ErrorEntry, IntakeError, Outcome, Status};
+use crate::validate::envelope::EXPECTED_FORMAT;
+use http::{HeaderValue, StatusCode, header};
+use serde::Serialize;
+use warp::reply::Response;
+
+/// Why a request failed before or outside validation.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// No interface at this path (404; a trailing slash is another path, D5).
+    #[error("no interface at {0}")]
+    NotFound(String),
+    /// An interface path with a method other than POST (405).
+    #[error("method {0} is not allowed; use POST")]
+    MethodNotAllowed(String),
+    /// Authentication failed (401, 403).
+    #[error(transparent)]
+    Denied(#[from] Denied),
+    /// The body is not declared as JSON (415).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// The body is larger than `limits.max_body_bytes` (413).
+    #[error("the request body is larger than {0} bytes")]
+    BodyTooLarge(u64),
+    /// The body did not arrive within `server.body_timeout_secs` (408).
+    #[error("the request body was not received within {0} seconds")]
+    BodyTimeout(u64),
+    /// The connection failed while the body was read (400).
+    #[error("the request body could not be read: {0}")]
+    BodyRead(String),
+    /// Validation, limits or storage refused the request.
+    #[error(transparent)]
+    Intake(#[from] IntakeError),
+}
+
+/// The common response body (spec "Common response body", D3, D4).
+#[derive(Serialize)]
+struct Body<'a> {
+    status: Status,
+    total: usize,
+    succeeded: usize,
+    failed: usize,
+    errors: &'a [ErrorEntry],
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expected_format: Option<&'a str>,
+    request_id: &'a str,
+}
+
+/// The short body of other failures (D5).
+#[derive(Serialize)]
+struct Short<'a> {
+    status: Status,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<&'a str>,
+}
+
+fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut r = Response::new(bytes.into());
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// 202, 207 or 400 for a request whose structure was sound.
+pub fn outcome(o: &Outcome, request_id: &str) -> Response {
+    let status = match o.status {
+        Status::Success => StatusCode::ACCEPTED,
+        Status::Partial => StatusCode::MULTI_STATUS,
+        Status::Failed => StatusCode::BAD_REQUEST,
+    };
+    let body = Body {
+        status: o.status,
+        total: o.total,
+        succeeded: o.succeeded,
+        failed: o.failed,
+        errors: &o.errors,
+        message: &o.message,
+        expected_format: None,
+        request_id,
+    };
+    json(status, &body)
+}
+
+impl ApiError {
+    /// The HTTP status of this failure.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Denied(Denied::Forbidden { .. }) => StatusCode::FORBIDDEN,
+            Self::Denied(_) => StatusCode::UNAUTHORIZED,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::BodyTooLarge(_) | Self::Intake(IntakeError::TooManyRecords { .. }) => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
+            Self::BodyRead(_) | Self::Intake(IntakeError::Structure(_)) => StatusCode::BAD_REQUEST,
+            Self::Intake(IntakeError::Storage(_)) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The response: the common body for structure failures (D3), exactly status and message
+    /// for 401 and 403 (D4), status, message and request id otherwise (D5).
+    pub fn response(&self, request_id: &str) -> Response {
+        let status = self.status();
+        let message = self.to_string();
+        let mut r = match self {
+            Self::Intake(IntakeError::Structure(e)) => {
+                let errors = [ErrorEntry {
+                    index: 0,
+                    path: e.path().to_string(),
+                    error: message.clone(),
+                }];
+                let body = Body {
+                    status: Status::Failed,
+                    total: 0,
+                    succeeded: 0,
+                    failed: 0,
+                    errors: &errors,
+                    message: &message,
+                    expected_format: Some(EXPECTED_FORMAT),
+                    request_id,
+                };
+                json(status, &body)
+            }
+            Self::Denied(_) => json(
+                status,
+                &Short {
+                    status: Status::Failed,
+                    message: &message,
+                    request_id: None,
+                },
+            ),
+            Self::Intake(IntakeError::Storage(_)) => json(
+                status,
+                &Short {
+                    status: Status::Failed,
+                    message: "the queue cannot store records right now; nothing was queued, retry later",
+                    request_id: Some(request_id),
+                },
+            ),
+            _ => json(
+                status,
+                &Short {
+                    status: Status::Failed,
+                    message: &message,
+                    request_id: Some(request_id),
+                },
+            ),
+        };
+        match self {
+            Self::MethodNotAllowed(_) => {
+                r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+            }
+            Self::Intake(IntakeError::Storage(_)) => {
+                r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            }
+            _ => {}
+        }
+        r
+    }
+}

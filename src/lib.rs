@@ -1,0 +1,20 @@
+//! ap-intake: an accounts-payable integration appliance.
+//!
+//! ERP systems POST JSON records to nine interfaces ([`interfaces`]). Each request is
+//! authenticated ([`http::auth`]), each record validated against its interface's JSON Schema
+//! ([`validate`]), turned into XML ([`xml`]) and stored in a durable queue keyed by the
+//! record's primary key ([`queue`]) before the client gets its answer ([`intake`]).
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod cli;
+pub mod config;
+pub mod http;
+pub mod intake;
+pub mod interfaces;
+pub mod keys;
+pub mod queue;
+pub mod service;
+pub mod telemetry;
+pub mod validate;
+pub mod xml;

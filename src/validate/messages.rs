@@ -1,0 +1,291 @@
+//! Violations and their exact texts (decisions.md, "Validation messages"; D2).
+//!
+//! boon reports a tree of errors; the leaves become [`Violation`]s with the texts ERP clients
+//! are written against, one per missing or unknown field, ordered as the record reads.
+
+use super::formats;
+use boon::{ErrorKind, InstanceToken, ValidationError};
+use serde_json::Value;
+
+/// One step of a path into a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// A member of an object.
+    Key(String),
+    /// An element of an array.
+    Index(usize),
+}
+
+/// One rule broken by one value (D2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Where in the record: the offending value, or the missing or unknown field.
+    pub steps: Vec<Step>,
+    /// The exact text of the decisions table.
+    pub message: String,
+}
+
+impl Violation {
+    /// A violation at `steps` with `message`.
+    pub fn new(steps: Vec<Step>, message: impl Into<String>) -> Self {
+        Self {
+            steps,
+            message: message.into(),
+        }
+    }
+
+    /// The path as a JSON Pointer (RFC 6901), `""` for the record itself.
+    pub fn pointer(&self) -> String {
+        let mut out = String::new();
+        for step in &self.steps {
+            out.push('/');
+            match step {
+                Step::Key(k) => out.push_str(&k.replace('~', "~0").replace('/', "~1")),
+                Step::Index(i) => out.push_str(&i.to_string()),
+            }
+        }
+        out
+    }
+}
+
+/// A string as it appears in a message: JSON text (quoted, escaped), cut to 100 characters.
+pub fn render_str(s: &str) -> String {
+    let cut: String = s.chars().take(100).collect();
+    serde_json::to_string(&cut).unwrap_or_default()
+}
+
+/// Any value as it appears in a message: JSON text, cut to 100 characters.
+fn render_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => render_str(s),
+        other => other.to_string().chars().take(100).collect(),
+    }
+}
+
+/// The primitive type name of a value; an integral number is an `integer`.
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if !n.as_str().contains(['.', 'e', 'E']) => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn lookup<'a>(root: &'a Value, steps: &[Step]) -> Option<&'a Value> {
+    steps.iter().try_fold(root, |v, step| match step {
+        Step::Key(k) => v.get(k.as_str()),
+        Step::Index(i) => v.get(*i),
+    })
+}
+
+/// The violations of a boon error tree, in the order boon found them.
+pub fn from_boon(err: &ValidationError, record: &Value, out: &mut Vec<Violation>) {
+    if err.causes.is_empty() {
+        leaf(err, record, out);
+    }
+    for cause in &err.causes {
+        from_boon(cause, record, out);
+    }
+}
+
+fn leaf(err: &ValidationError, record: &Value, out: &mut Vec<Violation>) {
+    let steps: Vec<Step> = err
+        .instance_location
+        .tokens
+        .iter()
+        .map(|t| match t {
+            InstanceToken::Prop(p) => Step::Key(p.to_string()),
+            InstanceToken::Item(i) => Step::Index(*i),
+        })
+        .collect();
+    let value = lookup(record, &steps).unwrap_or(&Value::Null);
+    let shown = || render_value(value);
+    let with = |name: &str| {
+        let mut s = steps.clone();
+        s.push(Step::Key(name.to_string()));
+        s
+    };
+    let message = match &err.kind {
+        ErrorKind::Required { want } => {
+            for name in want {
+                out.push(Violation::new(
+                    with(name),
+                    format!("required key [{name}] not found"),
+                ));
+            }
+            return;
+        }
+        ErrorKind::AdditionalProperties { got } => {
+            for name in got {
+                out.push(Violation::new(
+                    with(name),
+                    format!("extraneous key [{name}] is not permitted"),
+                ));
+            }
+            return;
+        }
+        ErrorKind::Type { want, .. } => {
+            let allowed: Vec<String> = want.iter().map(|t| t.to_string()).collect();
+            format!(
+                "instance type ({}) does not match any allowed primitive type (allowed: {})",
+                type_name(value),
+                serde_json::to_string(&allowed).unwrap_or_default()
+            )
+        }
+        ErrorKind::Enum { want } => format!(
+            "instance value ({}) not found in enum (possible values: {})",
+            shown(),
+            Value::Array(want.to_vec())
+        ),
+        ErrorKind::Pattern { want, .. } => {
+            format!("string {} does not match pattern \"{want}\"", shown())
+        }
+        ErrorKind::MinLength { got, want } => {
+            // The decisions table words an empty description_en its own way.
+            if *got == 0 && steps.last() == Some(&Step::Key("description_en".into())) {
+                "description_en is required.".to_string()
+            } else {
+                format!(
+                    "string {} is too short (length: {got}, required minimum: {want})",
+                    shown()
+                )
+            }
+        }
+        ErrorKind::MaxLength { got, want } => format!(
+            "string {} is too long (length: {got}, maximum allowed: {want})",
+            shown()
+        ),
+        ErrorKind::MinItems { got, want } => format!(
+            "array is too short: must have at least {want} elements but instance has {got} elements"
+        ),
+        ErrorKind::Format { want, err, .. } if formats::is_ours(want) => err.to_string(),
+        ErrorKind::Format { want, .. } => format!("string {} is not a valid {want}", shown()),
+        other => other.to_string(),
+    };
+    out.push(Violation::new(steps, message));
+}
+
+/// Strings XML 1.0 cannot carry: control characters other than tab, LF and CR, and the
+/// non-characters U+FFFE and U+FFFF. quick-xml would write them as they are and make the
+/// document invalid, so they are refused here.
+pub fn xml_unsafe(record: &Value, steps: &mut Vec<Step>, out: &mut Vec<Violation>) {
+    match record {
+        Value::String(s) => {
+            let bad = s.chars().find(|&c| {
+                (c < '\u{20}' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{FFFE}' | '\u{FFFF}')
+            });
+            if let Some(c) = bad {
+                out.push(Violation::new(
+                    steps.clone(),
+                    format!(
+                        "string {} contains a character that XML cannot carry (U+{:04X})",
+                        render_str(s),
+                        c as u32
+                    ),
+                ));
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                steps.push(Step::Index(i));
+                xml_unsafe(item, steps, out);
+                steps.pop();
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                steps.push(Step::Key(k.clone()));
+                xml_unsafe(v, steps, out);
+                steps.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Orders violations as the record reads (D2): by the position of each step in the document.
+/// A missing field sorts after the members its object has; a rule about a whole object or
+/// array (a coding sum, too few rows) after its contents. The sort is stable, so violations
+/// at one place keep the order they were found in.
+pub fn sort_in_document_order(record: &Value, violations: &mut [Violation]) {
+    violations.sort_by_cached_key(|v| document_position(record, &v.steps));
+}
+
+fn document_position(record: &Value, steps: &[Step]) -> Vec<usize> {
+    let mut key = Vec::with_capacity(steps.len() + 1);
+    let mut current = Some(record);
+    for step in steps {
+        let (pos, next) = match (current, step) {
+            (Some(Value::Object(map)), Step::Key(k)) => match map.iter().position(|(n, _)| n == k)
+            {
+                Some(p) => (p, map.get(k)),
+                None => (map.len(), None),
+            },
+            (Some(Value::Array(items)), Step::Index(i)) => (*i, items.get(*i)),
+            _ => (usize::MAX, None),
+        };
+        key.push(pos);
+        current = next;
+    }
+    if matches!(current, Some(Value::Object(_) | Value::Array(_))) {
+        key.push(usize::MAX);
+    }
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn strings_are_shown_as_json_text_cut_to_100_characters() {
+        assert_eq!(render_str("a\"b"), r#""a\"b""#);
+        assert_eq!(render_str("\u{7}"), r#""\u0007""#);
+        let long = "x".repeat(150);
+        assert_eq!(render_str(&long), format!("\"{}\"", "x".repeat(100)));
+    }
+
+    #[test]
+    fn pointer_escapes_per_rfc6901() {
+        let v = Violation::new(
+            vec![Step::Key("a/b~c".into()), Step::Index(2)],
+            "m",
+        );
+        assert_eq!(v.pointer(), "/a~1b~0c/2");
+    }
+
+    #[test]
+    fn document_order_puts_missing_fields_after_present_ones() {
+        let record = json!({"b": 1, "rows": [{"x": 1}], "a": 2});
+        let mut v = vec![
+            Violation::new(vec![Step::Key("missing".into())], "1"),
+            Violation::new(vec![Step::Key("a".into())], "2"),
+            Violation::new(vec![Step::Key("rows".into())], "3"),
+            Violation::new(
+                vec![Step::Key("rows".into()), Step::Index(0), Step::Key("x".into())],
+                "4",
+            ),
+            Violation::new(vec![Step::Key("b".into())], "5"),
+        ];
+        sort_in_document_order(&record, &mut v);
+        let order: Vec<&str> = v.iter().map(|v| v.message.as_str()).collect();
+        assert_eq!(order, ["5", "4", "3", "2", "1"]);
+    }
+
+    #[test]
+    fn control_characters_are_found_with_their_code_point() {
+        let mut out = vec![];
+        xml_unsafe(&json!({"a": "ok\tfine", "b": ["x\u{7}y"]}), &mut vec![], &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].pointer(), "/b/0");
+        assert_eq!(
+            out[0].message,
+            r#"string "x\u0007y" contains a character that XML cannot carry (U+0007)"#
+        );
+    }
+}

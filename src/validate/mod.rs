@@ -1,0 +1,138 @@
+//! Validation of records against their interface's JSON Schema (D14), with the rules JSON
+//! Schema cannot say checked in code ([`formats`]) and the exact messages of the decisions
+//! table ([`messages`]).
+
+pub mod decimal;
+pub mod envelope;
+pub mod formats;
+pub mod messages;
+
+use crate::interfaces::{INTERFACES, Interface, builtin_schema};
+use crate::xml::Shape;
+use messages::{Violation, from_boon, sort_in_document_order, xml_unsafe};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A schema that could not be loaded; start-up stops with it.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// An override file exists but cannot be read.
+    #[error("cannot read schema {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A schema is not JSON.
+    #[error("schema {name} is not valid JSON: {source}")]
+    Json {
+        /// The file (or built-in name).
+        name: String,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// A schema is not a valid draft-07 schema.
+    #[error("schema {name} does not compile: {message}")]
+    Compile {
+        /// The file (or built-in name).
+        name: String,
+        /// boon's explanation.
+        message: String,
+    },
+}
+
+struct Compiled {
+    schemas: boon::Schemas,
+    index: boon::SchemaIndex,
+    shape: Shape,
+    origin: Option<PathBuf>,
+}
+
+/// The compiled schemas of all interfaces. Compiled once at start-up; shared by all requests.
+pub struct Validator {
+    compiled: Vec<Compiled>,
+}
+
+impl Validator {
+    /// Compiles every interface's schema: the built-in one, or the file of the same name in
+    /// `schema_dir` when there is one (D14).
+    pub fn load(schema_dir: Option<&Path>) -> Result<Self, SchemaError> {
+        let compiled = INTERFACES
+            .iter()
+            .map(|iface| compile(iface, schema_dir))
+            .collect::<Result<_, _>>()?;
+        Ok(Self { compiled })
+    }
+
+    fn get(&self, iface: &Interface) -> &Compiled {
+        let i = INTERFACES
+            .iter()
+            .position(|x| std::ptr::eq(x, iface))
+            .unwrap_or_default();
+        &self.compiled[i]
+    }
+
+    /// Every violation of one record, in document order (D2). Empty when the record is valid.
+    pub fn check(&self, iface: &Interface, record: &Value) -> Vec<Violation> {
+        let c = self.get(iface);
+        let mut out = Vec::new();
+        if let Err(e) = c.schemas.validate(record, c.index) {
+            from_boon(&e, record, &mut out);
+        }
+        xml_unsafe(record, &mut Vec::new(), &mut out);
+        sort_in_document_order(record, &mut out);
+        out
+    }
+
+    /// The XML shape of an interface's records.
+    pub fn shape(&self, iface: &Interface) -> &Shape {
+        &self.get(iface).shape
+    }
+
+    /// The override file an interface's schema came from, if not the built-in one.
+    pub fn origin(&self, iface: &Interface) -> Option<&Path> {
+        self.get(iface).origin.as_deref()
+    }
+}
+
+fn compile(iface: &Interface, dir: Option<&Path>) -> Result<Compiled, SchemaError> {
+    let file = dir.map(|d| d.join(iface.schema)).filter(|p| p.is_file());
+    let (text, name) = match &file {
+        Some(path) => (
+            std::fs::read_to_string(path).map_err(|source| SchemaError::Read {
+                path: path.clone(),
+                source,
+            })?,
+            path.display().to_string(),
+        ),
+        None => (
+            builtin_schema(iface.schema).unwrap_or("{}").to_string(),
+            format!("(built-in) {}", iface.schema),
+        ),
+    };
+    let json: Value = serde_json::from_str(&text).map_err(|source| SchemaError::Json {
+        name: name.clone(),
+        source,
+    })?;
+    let shape = Shape::from_schema(&json);
+    let mut compiler = boon::Compiler::new();
+    compiler.set_default_draft(boon::Draft::V7);
+    for f in formats::all() {
+        compiler.register_format(f);
+    }
+    let url = format!("urn:ap-intake:schema:{}", iface.schema);
+    let err = |e: &dyn std::fmt::Display| SchemaError::Compile {
+        name: name.clone(),
+        message: e.to_string(),
+    };
+    compiler.add_resource(&url, json).map_err(|e| err(&e))?;
+    let mut schemas = boon::Schemas::new();
+    let index = compiler.compile(&url, &mut schemas).map_err(|e| err(&e))?;
+    Ok(Compiled {
+        schemas,
+        index,
+        shape,
+        origin: file,
+    })
+}
