@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Accounting types accepted when the config names none (the spec's examples).
-pub const DEFAULT_ACCOUNTING_TYPES: [&str; 4] = ["COSTCENTRE", "DEPARTMENT", "PROJECT", "BUSINESSUNIT"];
+pub const DEFAULT_ACCOUNTING_TYPES: [&str; 4] =
+    ["COSTCENTRE", "DEPARTMENT", "PROJECT", "BUSINESSUNIT"];
 
 /// A configuration that cannot be used; the service does not start.
 #[derive(Debug, thiserror::Error)]
@@ -204,7 +205,10 @@ impl RawConfig {
         let base = Config::sandbox_default();
         let listen = match &self.server.listen {
             Some(s) => s.parse().map_err(|_| {
-                invalid("server.listen", format!("{s:?} is not an address and port such as \"0.0.0.0:8443\""))
+                invalid(
+                    "server.listen",
+                    format!("{s:?} is not an address and port such as \"0.0.0.0:8443\""),
+                )
             })?,
             None if sandbox => base.listen,
             None => SocketAddr::from(([0, 0, 0, 0], 8443)),
@@ -217,7 +221,12 @@ impl RawConfig {
             ));
         }
         let body_timeout = match self.server.body_timeout_secs {
-            Some(0) => return Err(invalid("server.body_timeout_secs", "must be at least 1".into())),
+            Some(0) => {
+                return Err(invalid(
+                    "server.body_timeout_secs",
+                    "must be at least 1".into(),
+                ));
+            }
             Some(s) => Duration::from_secs(s),
             None => base.body_timeout,
         };
@@ -247,11 +256,17 @@ impl RawConfig {
             .api_keys
             .into_iter()
             .enumerate()
-            .map(|(i, k)| k.check().map_err(|(field, m)| invalid(&format!("api_keys[{i}].{field}"), m)))
+            .map(|(i, k)| {
+                k.check()
+                    .map_err(|(field, m)| invalid(&format!("api_keys[{i}].{field}"), m))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         for (i, k) in api_keys.iter().enumerate() {
             if api_keys[..i].iter().any(|o| o.name == k.name) {
-                return Err(invalid(&format!("api_keys[{i}].name"), format!("{:?} is used twice", k.name)));
+                return Err(invalid(
+                    &format!("api_keys[{i}].name"),
+                    format!("{:?} is used twice", k.name),
+                ));
             }
         }
         if !sandbox && api_keys.is_empty() {
@@ -263,7 +278,12 @@ impl RawConfig {
         let platform_url = match self.platform {
             Some(p) => Some(check_url(&p.url).map_err(|m| invalid("platform.url", m))?),
             None if sandbox => None,
-            None => return Err(invalid("platform.url", "required unless sandbox = true".into())),
+            None => {
+                return Err(invalid(
+                    "platform.url",
+                    "required unless sandbox = true".into(),
+                ));
+            }
         };
         Ok(Config {
             sandbox,
@@ -290,9 +310,14 @@ fn positive<T: PartialEq + Default>(v: Option<T>, default: T) -> Result<T, Strin
 }
 
 fn check_types(types: Option<Vec<String>>, default: Vec<String>) -> Result<Vec<String>, String> {
-    let Some(types) = types else { return Ok(default) };
+    let Some(types) = types else {
+        return Ok(default);
+    };
     if types.is_empty() || types.len() > 9 {
-        return Err(format!("list 1 to 9 types (the spec allows nine), not {}", types.len()));
+        return Err(format!(
+            "list 1 to 9 types (the spec allows nine), not {}",
+            types.len()
+        ));
     }
     for (i, t) in types.iter().enumerate() {
         if t.is_empty() {
@@ -306,12 +331,12 @@ fn check_types(types: Option<Vec<String>>, default: Vec<String>) -> Result<Vec<S
 }
 
 fn check_url(url: &str) -> Result<String, String> {
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|_| format!("{url:?} is not a URL"))?;
+    let uri: http::Uri = url.parse().map_err(|_| format!("{url:?} is not a URL"))?;
     match (uri.scheme_str(), uri.host()) {
         (Some("https" | "http"), Some(_)) => Ok(url.to_string()),
-        _ => Err(format!("{url:?} must be an http:// or https:// URL with a host")),
+        _ => Err(format!(
+            "{url:?} must be an http:// or https:// URL with a host"
+        )),
     }
 }
 
@@ -323,9 +348,15 @@ impl RawApiKey {
         let sha256 = hex::decode(&self.sha256)
             .ok()
             .and_then(|b| <[u8; 32]>::try_from(b).ok())
-            .ok_or(("sha256", "must be 64 hex characters (the SHA-256 of the key)".to_string()))?;
+            .ok_or((
+                "sha256",
+                "must be 64 hex characters (the SHA-256 of the key)".to_string(),
+            ))?;
         if self.interfaces.is_empty() {
-            return Err(("interfaces", "list [\"*\"] or the paths the key may use".into()));
+            return Err((
+                "interfaces",
+                "list [\"*\"] or the paths the key may use".into(),
+            ));
         }
         let access = if self.interfaces.iter().any(|i| i == "*") {
             Access::All
@@ -334,9 +365,12 @@ impl RawApiKey {
                 .interfaces
                 .iter()
                 .map(|p| {
-                    interfaces::by_path(p)
-                        .map(|i| i.id)
-                        .ok_or(("interfaces", format!("{p:?} is not an interface path, such as \"/general-ledger-codes/v1\"")))
+                    interfaces::by_path(p).map(|i| i.id).ok_or((
+                        "interfaces",
+                        format!(
+                            "{p:?} is not an interface path, such as \"/general-ledger-codes/v1\""
+                        ),
+                    ))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             Access::Only(ids)
@@ -379,9 +413,14 @@ mod tests {
         assert!(e.contains("limits.max_records"), "{e}");
         let e = parse("sandbox = true\n[limits]\nmax_records = \"many\"\n").unwrap_err();
         assert!(e.contains("max_records"), "{e}");
-        let e = parse(&format!("[server]\nplain_http = true\n[platform]\nurl = \"https://x\"\n{}", KEY.replace("\"*\"", "\"/nope\""))).unwrap_err();
+        let e = parse(&format!(
+            "[server]\nplain_http = true\n[platform]\nurl = \"https://x\"\n{}",
+            KEY.replace("\"*\"", "\"/nope\"")
+        ))
+        .unwrap_err();
         assert!(e.contains("api_keys[0].interfaces"), "{e}");
-        let e = parse("[server]\nplain_http = true\n[platform]\nurl = \"https://x\"\n").unwrap_err();
+        let e =
+            parse("[server]\nplain_http = true\n[platform]\nurl = \"https://x\"\n").unwrap_err();
         assert!(e.contains("api_keys"), "{e}");
         let e = parse(&format!("[server]\nplain_http = true\n{KEY}")).unwrap_err();
         assert!(e.contains("platform.url"), "{e}");

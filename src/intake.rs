@@ -114,7 +114,10 @@ impl Intake {
         if !iface.needs_accounting_type {
             return Ok(None);
         }
-        Ok(Some(envelope::accounting_type(query, &self.accounting_types)?))
+        Ok(Some(envelope::accounting_type(
+            query,
+            &self.accounting_types,
+        )?))
     }
 
     /// Validates and stores the records of `body`, then waits until they are durable.

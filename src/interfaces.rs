@@ -212,8 +212,14 @@ mod tests {
     #[test]
     fn alias_and_trailing_slash() {
         // D12: the listed path and its alias; D5: a trailing slash is another path.
-        assert_eq!(by_path("/goods-received/v2").map(|i| i.id), Some("goods-received-v2"));
-        assert_eq!(by_path("/goods_received/v2").map(|i| i.id), Some("goods-received-v2"));
+        assert_eq!(
+            by_path("/goods-received/v2").map(|i| i.id),
+            Some("goods-received-v2")
+        );
+        assert_eq!(
+            by_path("/goods_received/v2").map(|i| i.id),
+            Some("goods-received-v2")
+        );
         assert!(by_path("/general-ledger-codes/v1/").is_none());
     }
 }

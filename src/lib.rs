@@ -5,7 +5,10 @@
 //! ([`validate`]), turned into XML ([`xml`]) and stored in a durable queue keyed by the
 //! record's primary key ([`queue`]) before the client gets its answer ([`intake`]).
 #![forbid(unsafe_code)]
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod cli;
 pub mod config;

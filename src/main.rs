@@ -32,7 +32,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Key {
-            command: KeyCommand::Generate { name, interfaces: paths },
+            command:
+                KeyCommand::Generate {
+                    name,
+                    interfaces: paths,
+                },
         } => {
             anyhow::ensure!(!name.trim().is_empty(), "--name must not be empty");
             for p in &paths {

@@ -84,12 +84,13 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         path: config.data_dir.clone(),
         source,
     })?;
-    let store: Arc<dyn Store> = Arc::new(SledStore::open(&config.data_dir).map_err(|source| {
-        StartError::Queue {
-            path: config.data_dir.clone(),
-            source,
-        }
-    })?);
+    let store: Arc<dyn Store> =
+        Arc::new(
+            SledStore::open(&config.data_dir).map_err(|source| StartError::Queue {
+                path: config.data_dir.clone(),
+                source,
+            })?,
+        );
     let commit = GroupCommit::start(Arc::clone(&store)).map_err(StartError::Thread)?;
     let intake = Intake::new(
         validator,
@@ -155,7 +156,9 @@ pub async fn shutdown_signal() {
 /// Runs the service until SIGTERM or SIGINT.
 pub async fn run(config: Config) -> Result<(), StartError> {
     if config.sandbox {
-        tracing::warn!("SANDBOX MODE: no API key is required and nothing is delivered to an AP platform (D21)");
+        tracing::warn!(
+            "SANDBOX MODE: no API key is required and nothing is delivered to an AP platform (D21)"
+        );
     }
     let running = start(&config).await?;
     if config.plain_http && !config.sandbox {

@@ -33,7 +33,10 @@ enum Kind {
     /// JSON Schema counts `1.0` as an integer; XML Schema does not, so it is written `1`.
     Integer,
     Object(Shape),
-    Array { item: String, of: Box<Kind> },
+    Array {
+        item: String,
+        of: Box<Kind>,
+    },
 }
 
 impl Shape {
@@ -118,7 +121,10 @@ pub fn record(shape: &Shape, element: &str, lead: &[(&str, &str)], record: &Valu
 }
 
 /// A whole document: the interface's root element around records made by [`record`].
-pub fn document<R: AsRef<[u8]>>(iface: &Interface, records: impl IntoIterator<Item = R>) -> Vec<u8> {
+pub fn document<R: AsRef<[u8]>>(
+    iface: &Interface,
+    records: impl IntoIterator<Item = R>,
+) -> Vec<u8> {
     let mut w = Writer::new(Vec::with_capacity(4096));
     let _ = w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)));
     open(&mut w, iface.xml_root);
@@ -262,8 +268,8 @@ mod tests {
     fn lead_elements_and_exponents() {
         let shape = Shape::from_schema(&schema());
         let rec: Value = serde_json::from_str(r#"{"code":"1","amount":1E2,"line":3.0}"#).unwrap();
-        let xml = String::from_utf8(record(&shape, "r", &[("accountingType", "PROJECT")], &rec))
-            .unwrap();
+        let xml =
+            String::from_utf8(record(&shape, "r", &[("accountingType", "PROJECT")], &rec)).unwrap();
         assert_eq!(
             xml,
             "<r><accountingType>PROJECT</accountingType><organization>main</organization>\

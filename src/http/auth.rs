@@ -37,7 +37,11 @@ impl Auth {
     }
 
     /// The name of the key that may call `iface` with `presented`; `None` in sandbox.
-    pub fn check(&self, presented: Option<&[u8]>, iface: &Interface) -> Result<Option<&str>, Denied> {
+    pub fn check(
+        &self,
+        presented: Option<&[u8]>,
+        iface: &Interface,
+    ) -> Result<Option<&str>, Denied> {
         if self.sandbox {
             return Ok(None);
         }

@@ -60,11 +60,16 @@ impl RequestIds {
             .and_then(|v| v.to_str().ok())
             .filter(|v| {
                 (1..=64).contains(&v.len())
-                    && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+                    && v.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
             });
         match given {
             Some(v) => v.to_string(),
-            None => format!("{}{:08x}", self.prefix, self.next.fetch_add(1, Ordering::Relaxed)),
+            None => format!(
+                "{}{:08x}",
+                self.prefix,
+                self.next.fetch_add(1, Ordering::Relaxed)
+            ),
         }
     }
 }
@@ -103,7 +108,10 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<O
         });
     }
     drop(listener);
-    if tokio::time::timeout(DRAIN_DEADLINE, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(DRAIN_DEADLINE, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!("connections still open after the drain deadline; closing them");
     }
 }

@@ -159,10 +159,12 @@ impl ApiError {
         };
         match self {
             Self::MethodNotAllowed(_) => {
-                r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+                r.headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("POST"));
             }
             Self::Intake(IntakeError::Storage(_)) => {
-                r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
             }
             _ => {}
         }

@@ -40,7 +40,17 @@ async fn handle(
     let request_id = app.request_ids.for_request(&headers);
     let mut key_name = None;
     let iface = interfaces::by_path(path.as_str());
-    let result = accept(&app, &method, path.as_str(), iface, &query, &headers, body, &mut key_name).await;
+    let result = accept(
+        &app,
+        &method,
+        path.as_str(),
+        iface,
+        &query,
+        &headers,
+        body,
+        &mut key_name,
+    )
+    .await;
     let mut response = match &result {
         Ok(o) => reply::outcome(o, &request_id),
         Err(e) => e.response(&request_id),
@@ -50,14 +60,14 @@ async fn handle(
     }
     let (accepted, failed) = result.as_ref().map_or((0, 0), |o| (o.succeeded, o.failed));
     let status = response.status().as_u16();
-    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let latency_ms = format_args!("{:.3}", started.elapsed().as_secs_f64() * 1000.0);
     match &result {
         Err(ApiError::Intake(crate::intake::IntakeError::Storage(e))) => tracing::error!(
             request_id, key = key_name.as_deref().unwrap_or("-"), interface = iface.map_or("-", |i| i.id),
-            status, error = %e, latency_ms, "request failed: queue storage"),
+            status, error = %e, %latency_ms, "request failed: queue storage"),
         _ => tracing::info!(
             request_id, key = key_name.as_deref().unwrap_or("-"), interface = iface.map_or("-", |i| i.id),
-            status, accepted, failed, latency_ms, "request"),
+            status, accepted, failed, %latency_ms, "request"),
     }
     response
 }

@@ -96,7 +96,9 @@ fn run(shared: &Shared) {
     let mut done = 0;
     loop {
         let (target, stopping) = {
-            let Ok(mut r) = shared.requests.lock() else { return };
+            let Ok(mut r) = shared.requests.lock() else {
+                return;
+            };
             while r.issued == done && !r.stopping {
                 r = match shared.wake.wait(r) {
                     Ok(r) => r,

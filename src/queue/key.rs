@@ -18,7 +18,8 @@ pub struct KeyError(pub String);
 impl QueueKey {
     /// The key of `parts` in `space`.
     pub fn new(space: &str, parts: &[&str]) -> Result<Self, KeyError> {
-        let mut bytes = Vec::with_capacity(space.len() + parts.iter().map(|p| p.len() + 1).sum::<usize>());
+        let mut bytes =
+            Vec::with_capacity(space.len() + parts.iter().map(|p| p.len() + 1).sum::<usize>());
         bytes.extend_from_slice(space.as_bytes());
         for part in parts {
             if part.contains('\0') {
@@ -65,7 +66,8 @@ impl QueueKey {
     }
 }
 
-const SHOWN: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b'%').add(b'/').add(b':');
+const SHOWN: &percent_encoding::AsciiSet =
+    &percent_encoding::CONTROLS.add(b'%').add(b'/').add(b':');
 
 impl fmt::Display for QueueKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -102,8 +102,14 @@ mod tests {
         assert_eq!(r(r#"{"objects":{}}"#), Some(MissingObject));
         assert_eq!(r(r#"{"objects":{"object":[]}}"#), Some(MissingObject));
         assert_eq!(r(r#"{"objects":{"object":{}}}"#), Some(MissingRecord));
-        assert_eq!(r(r#"{"objects":{"object":{"record":[]}}}"#), Some(RecordNotArray));
-        assert_eq!(r(r#"{"objects":{"object":{"record":{}}}}"#), Some(RecordNotArray));
+        assert_eq!(
+            r(r#"{"objects":{"object":{"record":[]}}}"#),
+            Some(RecordNotArray)
+        );
+        assert_eq!(
+            r(r#"{"objects":{"object":{"record":{}}}}"#),
+            Some(RecordNotArray)
+        );
         assert_eq!(
             records(br#"{"objects":{"object":{"record":[{"a":1},2]}}}"#).map(|r| r.len()),
             Ok(2)

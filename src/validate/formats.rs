@@ -14,13 +14,34 @@ type Check = Result<(), Box<dyn Error>>;
 /// The formats registered with the schema compiler, by name.
 pub fn all() -> Vec<boon::Format> {
     vec![
-        boon::Format { name: "money", func: money },
-        boon::Format { name: "quantity", func: quantity },
-        boon::Format { name: "date", func: calendar_date },
-        boon::Format { name: "iban", func: iban },
-        boon::Format { name: "bic", func: bic },
-        boon::Format { name: "coding-sum", func: coding_sum },
-        boon::Format { name: "bank-account", func: bank_account },
+        boon::Format {
+            name: "money",
+            func: money,
+        },
+        boon::Format {
+            name: "quantity",
+            func: quantity,
+        },
+        boon::Format {
+            name: "date",
+            func: calendar_date,
+        },
+        boon::Format {
+            name: "iban",
+            func: iban,
+        },
+        boon::Format {
+            name: "bic",
+            func: bic,
+        },
+        boon::Format {
+            name: "coding-sum",
+            func: coding_sum,
+        },
+        boon::Format {
+            name: "bank-account",
+            func: bank_account,
+        },
     ]
 }
 
@@ -61,7 +82,9 @@ fn calendar_date(v: &Value) -> Check {
     let shaped = b.len() == 10
         && b[4] == b'-'
         && b[7] == b'-'
-        && b.iter().enumerate().all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit());
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit());
     if !shaped {
         return Ok(());
     }
@@ -95,7 +118,10 @@ fn iban(v: &Value) -> Check {
 fn bic(v: &Value) -> Check {
     let Value::String(s) = v else { return Ok(()) };
     let b = s.as_bytes();
-    let alnum = |r: &[u8]| r.iter().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+    let alnum = |r: &[u8]| {
+        r.iter()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+    };
     let ok = (b.len() == 8 || b.len() == 11)
         && b[..6].iter().all(u8::is_ascii_uppercase)
         && alnum(&b[6..]);

@@ -82,17 +82,29 @@ fn lookup<'a>(root: &'a Value, steps: &[Step]) -> Option<&'a Value> {
     })
 }
 
-/// The violations of a boon error tree, in the order boon found them.
-pub fn from_boon(err: &ValidationError, record: &Value, out: &mut Vec<Violation>) {
+/// The violations of a boon error tree, in the order boon found them. `schema` is the
+/// record's schema document, for texts boon only has in converted form.
+pub fn from_boon(err: &ValidationError, record: &Value, schema: &Value, out: &mut Vec<Violation>) {
     if err.causes.is_empty() {
-        leaf(err, record, out);
+        leaf(err, record, schema, out);
     }
     for cause in &err.causes {
-        from_boon(cause, record, out);
+        from_boon(cause, record, schema, out);
     }
 }
 
-fn leaf(err: &ValidationError, record: &Value, out: &mut Vec<Violation>) {
+/// The `pattern` as the schema writes it: boon reports the regex it compiled (`\d` becomes
+/// `[0-9]`), while the message quotes the schema (`^\d{4}-\d{2}-\d{2}$`).
+fn schema_pattern<'a>(schema: &'a Value, schema_url: &str, compiled: &'a str) -> &'a str {
+    schema_url
+        .split_once('#')
+        .and_then(|(_, ptr)| schema.pointer(ptr))
+        .and_then(|s| s.get("pattern"))
+        .and_then(Value::as_str)
+        .unwrap_or(compiled)
+}
+
+fn leaf(err: &ValidationError, record: &Value, schema: &Value, out: &mut Vec<Violation>) {
     let steps: Vec<Step> = err
         .instance_location
         .tokens
@@ -141,9 +153,11 @@ fn leaf(err: &ValidationError, record: &Value, out: &mut Vec<Violation>) {
             shown(),
             Value::Array(want.to_vec())
         ),
-        ErrorKind::Pattern { want, .. } => {
-            format!("string {} does not match pattern \"{want}\"", shown())
-        }
+        ErrorKind::Pattern { want, .. } => format!(
+            "string {} does not match pattern \"{}\"",
+            shown(),
+            schema_pattern(schema, err.schema_url, want)
+        ),
         ErrorKind::MinLength { got, want } => {
             // The decisions table words an empty description_en its own way.
             if *got == 0 && steps.last() == Some(&Step::Key("description_en".into())) {
@@ -176,7 +190,8 @@ pub fn xml_unsafe(record: &Value, steps: &mut Vec<Step>, out: &mut Vec<Violation
     match record {
         Value::String(s) => {
             let bad = s.chars().find(|&c| {
-                (c < '\u{20}' && !matches!(c, '\t' | '\n' | '\r')) || matches!(c, '\u{FFFE}' | '\u{FFFF}')
+                (c < '\u{20}' && !matches!(c, '\t' | '\n' | '\r'))
+                    || matches!(c, '\u{FFFE}' | '\u{FFFF}')
             });
             if let Some(c) = bad {
                 out.push(Violation::new(
@@ -220,11 +235,12 @@ fn document_position(record: &Value, steps: &[Step]) -> Vec<usize> {
     let mut current = Some(record);
     for step in steps {
         let (pos, next) = match (current, step) {
-            (Some(Value::Object(map)), Step::Key(k)) => match map.iter().position(|(n, _)| n == k)
-            {
-                Some(p) => (p, map.get(k)),
-                None => (map.len(), None),
-            },
+            (Some(Value::Object(map)), Step::Key(k)) => {
+                match map.iter().position(|(n, _)| n == k) {
+                    Some(p) => (p, map.get(k)),
+                    None => (map.len(), None),
+                }
+            }
             (Some(Value::Array(items)), Step::Index(i)) => (*i, items.get(*i)),
             _ => (usize::MAX, None),
         };
@@ -252,10 +268,7 @@ mod tests {
 
     #[test]
     fn pointer_escapes_per_rfc6901() {
-        let v = Violation::new(
-            vec![Step::Key("a/b~c".into()), Step::Index(2)],
-            "m",
-        );
+        let v = Violation::new(vec![Step::Key("a/b~c".into()), Step::Index(2)], "m");
         assert_eq!(v.pointer(), "/a~1b~0c/2");
     }
 
@@ -267,7 +280,11 @@ mod tests {
             Violation::new(vec![Step::Key("a".into())], "2"),
             Violation::new(vec![Step::Key("rows".into())], "3"),
             Violation::new(
-                vec![Step::Key("rows".into()), Step::Index(0), Step::Key("x".into())],
+                vec![
+                    Step::Key("rows".into()),
+                    Step::Index(0),
+                    Step::Key("x".into()),
+                ],
                 "4",
             ),
             Violation::new(vec![Step::Key("b".into())], "5"),
@@ -280,7 +297,11 @@ mod tests {
     #[test]
     fn control_characters_are_found_with_their_code_point() {
         let mut out = vec![];
-        xml_unsafe(&json!({"a": "ok\tfine", "b": ["x\u{7}y"]}), &mut vec![], &mut out);
+        xml_unsafe(
+            &json!({"a": "ok\tfine", "b": ["x\u{7}y"]}),
+            &mut vec![],
+            &mut out,
+        );
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].pointer(), "/b/0");
         assert_eq!(

@@ -46,6 +46,8 @@ struct Compiled {
     schemas: boon::Schemas,
     index: boon::SchemaIndex,
     shape: Shape,
+    /// The schema document, for the original texts of its keywords.
+    json: Value,
     origin: Option<PathBuf>,
 }
 
@@ -78,7 +80,7 @@ impl Validator {
         let c = self.get(iface);
         let mut out = Vec::new();
         if let Err(e) = c.schemas.validate(record, c.index) {
-            from_boon(&e, record, &mut out);
+            from_boon(&e, record, &c.json, &mut out);
         }
         xml_unsafe(record, &mut Vec::new(), &mut out);
         sort_in_document_order(record, &mut out);
@@ -126,13 +128,16 @@ fn compile(iface: &Interface, dir: Option<&Path>) -> Result<Compiled, SchemaErro
         name: name.clone(),
         message: e.to_string(),
     };
-    compiler.add_resource(&url, json).map_err(|e| err(&e))?;
+    compiler
+        .add_resource(&url, json.clone())
+        .map_err(|e| err(&e))?;
     let mut schemas = boon::Schemas::new();
     let index = compiler.compile(&url, &mut schemas).map_err(|e| err(&e))?;
     Ok(Compiled {
         schemas,
         index,
         shape,
+        json,
         origin: file,
     })
 }

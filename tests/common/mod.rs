@@ -1,0 +1,304 @@
+//! Test harness: the real service in-process on a loopback port, a real sled queue in a temp
+//! dir, and real HTTP clients (ureq, and a raw socket for what ureq would tidy up).
+#![allow(dead_code)]
+
+use ap_intake::config::Config;
+use ap_intake::interfaces::{self, Interface};
+use ap_intake::queue::{Item, QueueKey, SledStore, Store};
+use ap_intake::service::{self, Running};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The key every test app accepts for all interfaces.
+pub const KEY: &str = "test-key-all";
+/// A key that may only use GL codes.
+pub const GL_ONLY_KEY: &str = "test-key-gl-only";
+
+pub fn sha(key: &str) -> String {
+    ap_intake::keys::sha256_hex(key)
+}
+
+/// A running service with its own data directory.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+    runtime: tokio::runtime::Runtime,
+    running: Option<Running>,
+}
+
+/// A response as the client saw it.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub text: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text))
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    /// `(index, path, error)` of every error entry.
+    pub fn errors(&self) -> Vec<(u64, String, String)> {
+        self.json()["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["index"].as_u64().unwrap(),
+                    e["path"].as_str().unwrap().to_string(),
+                    e["error"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// The config text of a test app: production mode with two keys, plus `extra` lines appended
+/// to the top level (before any table).
+pub fn config_text(data_dir: &Path, extra_top: &str, extra_tables: &str) -> String {
+    format!(
+        r#"{extra_top}
+[server]
+listen = "127.0.0.1:0"
+plain_http = true
+body_timeout_secs = 2
+
+[storage]
+data_dir = "{dir}"
+
+[[api_keys]]
+name = "all"
+sha256 = "{all}"
+interfaces = ["*"]
+
+[[api_keys]]
+name = "gl-only"
+sha256 = "{gl}"
+interfaces = ["/general-ledger-codes/v1"]
+
+[platform]
+url = "https://ap.example.com/intake"
+{extra_tables}
+"#,
+        dir = data_dir.display(),
+        all = sha(KEY),
+        gl = sha(GL_ONLY_KEY),
+    )
+}
+
+impl TestApp {
+    pub fn start() -> Self {
+        Self::start_with("", "")
+    }
+
+    /// Starts with extra top-level keys and extra tables in the config.
+    pub fn start_with(extra_top: &str, extra_tables: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let text = config_text(&dir.path().join("data"), extra_top, extra_tables);
+        let config = Config::parse(&text, Path::new("test.toml")).unwrap();
+        Self::start_config(dir, config)
+    }
+
+    pub fn start_config(dir: tempfile::TempDir, config: Config) -> Self {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let running = runtime.block_on(service::start(&config)).unwrap();
+        Self {
+            addr: running.addr,
+            dir,
+            runtime,
+            running: Some(running),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.running.as_ref().unwrap().store()
+    }
+
+    /// POSTs `body` as JSON with the all-interfaces key.
+    pub fn post(&self, path: &str, body: &str) -> Reply {
+        self.post_with(
+            path,
+            body,
+            &[("x-api-key", KEY), ("Content-Type", "application/json")],
+        )
+    }
+
+    /// POSTs the envelope around `records`.
+    pub fn post_records(&self, path: &str, records: &[Value]) -> Reply {
+        self.post(path, &envelope(records).to_string())
+    }
+
+    /// POSTs with exactly these headers (plus Host and Content-Length).
+    pub fn post_with(&self, path: &str, body: &str, headers: &[(&str, &str)]) -> Reply {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        let mut req = agent.post(&self.url(path));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let mut resp = req.send(body).unwrap();
+        reply_of(&mut resp)
+    }
+
+    /// Sends `raw` (a whole HTTP/1.1 request) over a socket and reads the answer.
+    pub fn raw(&self, raw: &[u8]) -> Reply {
+        raw_request(self.addr, raw)
+    }
+
+    /// The queued item of a key in its operator form (`gl-code:main/4000`).
+    pub fn item(&self, key: &str) -> Option<Item> {
+        self.store().get(&QueueKey::parse(key).unwrap()).unwrap()
+    }
+
+    /// Stops the service (requests in flight finish, the queue is synced and closed).
+    pub fn stop(mut self) -> tempfile::TempDir {
+        if let Some(r) = self.running.take() {
+            self.runtime.block_on(r.stop());
+        }
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
+        dir
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(r) = self.running.take() {
+            self.runtime.block_on(r.stop());
+        }
+    }
+}
+
+pub fn reply_of(resp: &mut ureq::http::Response<ureq::Body>) -> Reply {
+    let status = resp.status().as_u16();
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    let text = resp.body_mut().read_to_string().unwrap_or_default();
+    Reply {
+        status,
+        headers,
+        text,
+    }
+}
+
+pub fn raw_request(addr: SocketAddr, raw: &[u8]) -> Reply {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(raw).unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    parse_raw(&buf)
+}
+
+pub fn parse_raw(buf: &[u8]) -> Reply {
+    let text = String::from_utf8_lossy(buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    Reply {
+        status,
+        headers,
+        text: body.to_string(),
+    }
+}
+
+/// `{"objects":{"object":{"record":[...]}}}`.
+pub fn envelope(records: &[Value]) -> Value {
+    serde_json::json!({"objects": {"object": {"record": records}}})
+}
+
+/// A fixture record: `tests/fixtures/<stem>.<kind>.json`.
+pub fn fixture(stem: &str, kind: &str) -> Value {
+    let path = format!(
+        "{}/tests/fixtures/{stem}.{kind}.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The JSON Schema of an interface, as shipped.
+pub fn schema(iface: &Interface) -> Value {
+    let path = format!("{}/schemas/{}", env!("CARGO_MANIFEST_DIR"), iface.schema);
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The fixture stem of an interface (its schema file without `.json`).
+pub fn stem(iface: &Interface) -> &'static str {
+    iface.schema.trim_end_matches(".json")
+}
+
+/// The request path of an interface, with `?accountingType=PROJECT` where it needs one.
+pub fn post_path(iface: &Interface) -> String {
+    if iface.needs_accounting_type {
+        format!("{}?accountingType=PROJECT", iface.path)
+    } else {
+        iface.path.to_string()
+    }
+}
+
+pub fn iface(path: &str) -> &'static Interface {
+    interfaces::by_path(path).unwrap()
+}
+
+/// Validates an XML document against an XSD in `schemas/` with xmllint; panics with xmllint's
+/// output when it is invalid.
+pub fn assert_valid_xml(xml: &[u8], xsd: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("doc.xml");
+    std::fs::write(&file, xml).unwrap();
+    let xsd_path = format!("{}/schemas/{xsd}", env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("xmllint")
+        .args(["--noout", "--schema", &xsd_path])
+        .arg(&file)
+        .output()
+        .expect("xmllint must be installed (Debian: libxml2-utils)");
+    assert!(
+        out.status.success(),
+        "XML does not validate against {xsd}:\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(xml)
+    );
+}
+
+/// Opens the queue of a stopped service, as a fresh process would.
+pub fn reopen(data_dir: &Path) -> SledStore {
+    SledStore::open(data_dir).unwrap()
+}
