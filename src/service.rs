@@ -62,6 +62,11 @@ impl Running {
         Arc::clone(&self.store)
     }
 
+    /// Queue syncs so far (see [`GroupCommit::syncs`]).
+    pub fn syncs(&self) -> u64 {
+        self.commit.syncs()
+    }
+
     /// Stops accepting, lets requests in flight finish, syncs the queue and waits for it.
     pub async fn stop(self) {
         let _ = self.stop.send(());

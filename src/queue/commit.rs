@@ -6,6 +6,7 @@
 //! as often as the disk allows, not once per request, and an idle one syncs at once.
 
 use super::{Store, StoreError};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use tokio::sync::watch;
 
@@ -29,6 +30,7 @@ struct Shared {
     requests: Mutex<Requests>,
     wake: Condvar,
     synced: watch::Sender<Synced>,
+    syncs: AtomicU64,
 }
 
 /// The syncing thread and the tickets that wait for it.
@@ -46,6 +48,7 @@ impl GroupCommit {
             requests: Mutex::new(Requests::default()),
             wake: Condvar::new(),
             synced,
+            syncs: AtomicU64::new(0),
         });
         let worker = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -83,6 +86,11 @@ impl GroupCommit {
         }
     }
 
+    /// How many syncs have run: far fewer than requests when they share them.
+    pub fn syncs(&self) -> u64 {
+        self.shared.syncs.load(Ordering::Relaxed)
+    }
+
     /// Syncs what is outstanding and stops the thread; later calls to [`Self::durable`] fail.
     pub fn stop(&self) {
         if let Ok(mut r) = self.shared.requests.lock() {
@@ -109,6 +117,7 @@ fn run(shared: &Shared) {
         };
         if target > done {
             let result = shared.store.sync();
+            shared.syncs.fetch_add(1, Ordering::Relaxed);
             shared.synced.send_modify(|s| match &result {
                 Ok(()) => s.through = target,
                 Err(e) => {

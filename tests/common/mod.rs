@@ -138,6 +138,10 @@ impl TestApp {
         self.running.as_ref().unwrap().store()
     }
 
+    pub fn syncs(&self) -> u64 {
+        self.running.as_ref().unwrap().syncs()
+    }
+
     /// POSTs `body` as JSON with the all-interfaces key.
     pub fn post(&self, path: &str, body: &str) -> Reply {
         self.post_with(
