@@ -1,0 +1,134 @@
+//! The queue behind the intake: keys (D15), upsert (D16), durability and group commit (D17).
+
+mod common;
+use ap_intake::queue::{State, Store};
+use common::*;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+const GL: &str = "/general-ledger-codes/v1";
+
+fn gl(code: &str, description: &str) -> Value {
+    json!({"code": code, "type": "VAT", "description_en": description})
+}
+
+#[test]
+fn a_resend_replaces_the_pending_record() {
+    let app = TestApp::start();
+    assert_eq!(app.post_records(GL, &[gl("4000", "first")]).status, 202);
+    let first = app.item("gl-code:main/4000").unwrap();
+    assert_eq!(app.post_records(GL, &[gl("4000", "second")]).status, 202);
+    let items = app.store().items().unwrap();
+    assert_eq!(items.len(), 1, "one pending item per key");
+    let second = &items[0].1;
+    assert!(second.xml.contains("<description_en>second</description_en>"));
+    assert!(second.version > first.version);
+    assert_eq!(second.state, State::Pending);
+    assert_eq!(second.queued_at_ms, first.queued_at_ms, "a pending key keeps its age");
+}
+
+#[test]
+fn keys_follow_d15() {
+    let app = TestApp::start();
+    // organization defaults to main: these two are one key.
+    let mut with_org = gl("K1", "explicit main");
+    with_org["organization"] = json!("main");
+    app.post_records(GL, &[gl("K1", "implicit")]);
+    app.post_records(GL, &[with_org]);
+    // Non-inventory items share the GL-code key space.
+    let mut item = fixture("non-inventory-items", "minimal");
+    item["code"] = json!("K1");
+    assert_eq!(app.post_records("/non-inventory-items/v1", &[item]).status, 202);
+    let k1 = app.item("gl-code:main/K1").unwrap();
+    assert_eq!(k1.interface, "non-inventory-items-v1");
+    // Another organization is another key.
+    let mut other = gl("K1", "other org");
+    other["organization"] = json!("SE01");
+    app.post_records(GL, &[other]);
+    assert!(app.item("gl-code:SE01/K1").is_some());
+    // Accounting objects: the type is part of the key.
+    let ao = fixture("accounting-objects", "minimal");
+    app.post_records("/accounting-objects/v1?accountingType=PROJECT", &[ao.clone()]);
+    app.post_records("/accounting-objects/v1?accountingType=COSTCENTRE", &[ao]);
+    // Purchase orders v1 and v2 share (organization, po_number).
+    let mut po1 = fixture("purchase-orders-v1", "minimal");
+    let mut po2 = fixture("purchase-orders-v2", "minimal");
+    po1["po_number"] = json!("PO-1");
+    po2["po_number"] = json!("PO-1");
+    assert_eq!(app.post_records("/purchase-orders/v1", &[po1]).status, 202);
+    assert_eq!(app.post_records("/purchase-orders/v2", &[po2]).status, 202);
+    assert_eq!(app.item("purchase-order:main/PO-1").unwrap().interface, "purchase-orders-v2");
+    // Receipts v1 and v2 share (organization, grn_number).
+    let mut gr1 = fixture("goods-received-v1", "minimal");
+    let mut gr2 = fixture("goods-received-v2", "minimal");
+    gr1["grn_number"] = json!("GRN-1");
+    gr2["grn_number"] = json!("GRN-1");
+    app.post_records("/goods-received/v1", &[gr1]);
+    app.post_records("/goods_received/v2", &[gr2]);
+    // Payment confirmations: softco_case_id alone.
+    let pay = fixture("payment-confirmation", "minimal");
+    app.post_records("/payment-confirmation/v1", &[pay.clone()]);
+    let case = pay["softco_case_id"].as_str().unwrap();
+    assert!(app.item(&format!("payment-confirmation:{case}")).is_some());
+
+    let mut keys: Vec<String> = app.store().items().unwrap().into_iter().map(|(k, _)| k.to_string()).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        vec![
+            "accounting-object:COSTCENTRE/main/CC-4100".to_string(),
+            "accounting-object:PROJECT/main/CC-4100".into(),
+            "gl-code:SE01/K1".into(),
+            "gl-code:main/K1".into(),
+            "goods-receipt:main/GRN-1".into(),
+            format!("payment-confirmation:{case}"),
+            "purchase-order:main/PO-1".into(),
+        ]
+    );
+}
+
+#[test]
+fn acknowledged_records_survive_a_stop_with_their_latest_content() {
+    let app = TestApp::start();
+    let data = app.data_dir();
+    for round in 0..3 {
+        let records: Vec<Value> = (0..50).map(|i| gl(&format!("C{i}"), &format!("round {round}"))).collect();
+        assert_eq!(app.post_records(GL, &records).status, 202);
+    }
+    let dir = app.stop();
+    let store = reopen(&data);
+    let items = store.items().unwrap();
+    assert_eq!(items.len(), 50);
+    for (_, item) in items {
+        assert!(item.xml.contains("<description_en>round 2</description_en>"), "{}", item.xml);
+    }
+    drop(dir);
+}
+
+#[test]
+fn concurrent_requests_share_syncs_and_all_are_stored() {
+    let app = TestApp::start();
+    let data = app.data_dir();
+    let before = app.syncs();
+    let threads = 32;
+    let per_thread = 20;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let app = &app;
+            s.spawn(move || {
+                for i in 0..per_thread {
+                    let r = app.post_records(GL, &[gl(&format!("T{t}-{i}"), &format!("thread {t}"))]);
+                    assert_eq!(r.status, 202, "{}", r.text);
+                }
+            });
+        }
+    });
+    let requests = (threads * per_thread) as u64;
+    let syncs = app.syncs() - before;
+    assert!(syncs >= 1);
+    assert!(syncs < requests / 2, "group commit: {syncs} syncs for {requests} requests");
+    let dir = app.stop();
+    let items: HashMap<String, _> = reopen(&data).items().unwrap().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    assert_eq!(items.len() as u64, requests);
+    drop(dir);
+}
