@@ -20,9 +20,27 @@ fn a_mixed_batch_is_207_and_queues_the_valid_records() {
     assert_eq!(r.status, 207, "{}", r.text);
     let b = r.json();
     assert_eq!(b["status"], "PARTIAL");
-    assert_eq!((b["total"].as_u64(), b["succeeded"].as_u64(), b["failed"].as_u64()), (Some(3), Some(2), Some(1)));
-    assert_eq!(b["message"], "2 record(s) queued, 1 record(s) failed validation");
-    assert_eq!(r.errors(), vec![(1, "/type".into(), r#"instance value ("NOPE") not found in enum (possible values: ["DEDUCTABLE","VAT"])"#.into())]);
+    assert_eq!(
+        (
+            b["total"].as_u64(),
+            b["succeeded"].as_u64(),
+            b["failed"].as_u64()
+        ),
+        (Some(3), Some(2), Some(1))
+    );
+    assert_eq!(
+        b["message"],
+        "2 record(s) queued, 1 record(s) failed validation"
+    );
+    assert_eq!(
+        r.errors(),
+        vec![(
+            1,
+            "/type".into(),
+            r#"instance value ("NOPE") not found in enum (possible values: ["DEDUCTABLE","VAT"])"#
+                .into()
+        )]
+    );
     assert!(app.item("gl-code:main/A").is_some());
     assert!(app.item("gl-code:main/B").is_none());
     assert!(app.item("gl-code:main/C").is_some());
@@ -31,17 +49,34 @@ fn a_mixed_batch_is_207_and_queues_the_valid_records() {
 #[test]
 fn an_all_invalid_batch_is_400_with_counts() {
     let app = TestApp::start();
-    let r = app.post_records(GL, &[json!({"code": "A"}), json!({"type": "VAT", "description_en": "x"})]);
+    let r = app.post_records(
+        GL,
+        &[
+            json!({"code": "A"}),
+            json!({"type": "VAT", "description_en": "x"}),
+        ],
+    );
     assert_eq!(r.status, 400);
     let b = r.json();
     assert_eq!(b["status"], "FAILED");
-    assert_eq!((b["total"].as_u64(), b["succeeded"].as_u64(), b["failed"].as_u64()), (Some(2), Some(0), Some(2)));
+    assert_eq!(
+        (
+            b["total"].as_u64(),
+            b["succeeded"].as_u64(),
+            b["failed"].as_u64()
+        ),
+        (Some(2), Some(0), Some(2))
+    );
     assert_eq!(b["message"], "2 of 2 records failed validation");
     assert_eq!(
         r.errors(),
         vec![
             (0, "/type".into(), "required key [type] not found".into()),
-            (0, "/description_en".into(), "required key [description_en] not found".into()),
+            (
+                0,
+                "/description_en".into(),
+                "required key [description_en] not found".into()
+            ),
             (1, "/code".into(), "required key [code] not found".into()),
         ]
     );
@@ -56,7 +91,10 @@ fn a_single_invalid_po_is_400_with_one_of_one() {
     let r = app.post_records("/purchase-orders/v1", &[po]);
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["message"], "1 of 1 records failed validation");
-    assert_eq!((r.json()["total"].as_u64(), r.json()["failed"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (r.json()["total"].as_u64(), r.json()["failed"].as_u64()),
+        (Some(1), Some(1))
+    );
 }
 
 #[test]
@@ -71,16 +109,37 @@ fn payment_confirmations_are_all_or_nothing() {
     assert_eq!(r.status, 400, "{}", r.text);
     let b = r.json();
     assert_eq!(b["status"], "FAILED");
-    assert_eq!((b["total"].as_u64(), b["succeeded"].as_u64(), b["failed"].as_u64()), (Some(0), Some(0), Some(0)));
-    assert_eq!(b["message"], "No items could be processed as the structure was invalid.");
+    assert_eq!(
+        (
+            b["total"].as_u64(),
+            b["succeeded"].as_u64(),
+            b["failed"].as_u64()
+        ),
+        (Some(0), Some(0), Some(0))
+    );
+    assert_eq!(
+        b["message"],
+        "No items could be processed as the structure was invalid."
+    );
     assert_eq!(
         r.errors(),
         vec![
-            (1, "/voucher_number".into(), r#"string "" is too short (length: 0, required minimum: 1)"#.into()),
-            (1, "/payment_date".into(), r#"string "01/02/2024" does not match pattern "^\d{4}-\d{2}-\d{2}$""#.into()),
+            (
+                1,
+                "/voucher_number".into(),
+                r#"string "" is too short (length: 0, required minimum: 1)"#.into()
+            ),
+            (
+                1,
+                "/payment_date".into(),
+                r#"string "01/02/2024" does not match pattern "^\d{4}-\d{2}-\d{2}$""#.into()
+            ),
         ]
     );
-    assert!(app.store().items().unwrap().is_empty(), "nothing of the batch is queued");
+    assert!(
+        app.store().items().unwrap().is_empty(),
+        "nothing of the batch is queued"
+    );
     let r = app.post_records("/payment-confirmation/v1", &[good]);
     assert_eq!(r.status, 202);
 }
@@ -94,21 +153,48 @@ fn errors_are_ordered_by_index_then_document_order() {
     .unwrap();
     let r = app.post_records(GL, &[gl("OK"), rec]);
     assert_eq!(r.status, 207);
-    let paths: Vec<String> = r.errors().into_iter().map(|(i, p, _)| format!("{i}{p}")).collect();
-    assert_eq!(paths, ["1/end_date", "1/zzz", "1/code", "1/description_en", "1/type", "1/start_date"]);
+    let paths: Vec<String> = r
+        .errors()
+        .into_iter()
+        .map(|(i, p, _)| format!("{i}{p}"))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "1/end_date",
+            "1/zzz",
+            "1/code",
+            "1/description_en",
+            "1/type",
+            "1/start_date"
+        ]
+    );
 }
 
 #[test]
 fn at_most_1000_error_entries_and_a_last_one_saying_how_many_were_left_out() {
     let app = TestApp::start();
-    let records: Vec<Value> = (0..1200).map(|i| json!({"code": format!("C{i}"), "type": "VAT"})).collect();
+    let records: Vec<Value> = (0..1200)
+        .map(|i| json!({"code": format!("C{i}"), "type": "VAT"}))
+        .collect();
     let r = app.post_records(GL, &records);
     assert_eq!(r.status, 400);
     let errors = r.errors();
     assert_eq!(errors.len(), 1001);
-    assert_eq!(errors[999], (999, "/description_en".into(), "required key [description_en] not found".into()));
+    assert_eq!(
+        errors[999],
+        (
+            999,
+            "/description_en".into(),
+            "required key [description_en] not found".into()
+        )
+    );
     assert_eq!(errors[1000].2, "200 more error(s) not shown");
-    assert_eq!(r.json()["failed"], 1200, "failed counts every failing record");
+    assert_eq!(
+        r.json()["failed"],
+        1200,
+        "failed counts every failing record"
+    );
 }
 
 #[test]
@@ -121,5 +207,10 @@ fn two_records_with_one_key_in_a_batch_both_succeed_and_the_later_wins() {
     assert_eq!(r.json()["succeeded"], 2);
     let items = app.store().items().unwrap();
     assert_eq!(items.len(), 1, "D16");
-    assert!(items[0].1.xml.contains("<description_en>the later one</description_en>"));
+    assert!(
+        items[0]
+            .1
+            .xml
+            .contains("<description_en>the later one</description_en>")
+    );
 }

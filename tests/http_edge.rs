@@ -24,23 +24,63 @@ fn assert_structure_failure(r: &Reply, message: &str, path: &str) {
     assert_eq!(r.status, 400, "{}", r.text);
     let b = r.json();
     assert_eq!(b["status"], "FAILED");
-    assert_eq!((b["total"].as_u64(), b["succeeded"].as_u64(), b["failed"].as_u64()), (Some(0), Some(0), Some(0)));
+    assert_eq!(
+        (
+            b["total"].as_u64(),
+            b["succeeded"].as_u64(),
+            b["failed"].as_u64()
+        ),
+        (Some(0), Some(0), Some(0))
+    );
     assert_eq!(r.errors(), vec![(0, path.to_string(), message.to_string())]);
     assert_eq!(b["message"], message);
-    assert!(b["expected_format"].as_str().unwrap().contains(r#"{"objects":{"object":{"record":["#));
+    assert!(
+        b["expected_format"]
+            .as_str()
+            .unwrap()
+            .contains(r#"{"objects":{"object":{"record":["#)
+    );
     assert_eq!(b["request_id"].as_str(), r.header("x-request-id"));
 }
 
 #[test]
 fn envelope_failures_have_their_exact_messages() {
     let app = TestApp::start();
-    assert_structure_failure(&app.post(GL, r#"{"code":"1","type":"VAT"}"#), "The request is missing the objects section.", "");
-    assert_structure_failure(&app.post(GL, r#"[{"code":"1"}]"#), "The request is missing the objects section.", "");
-    assert_structure_failure(&app.post(GL, r#"{"objects":{}}"#), r#"object has missing required properties (["object"])"#, "/objects/object");
-    assert_structure_failure(&app.post(GL, r#"{"objects":{"object":[]}}"#), r#"object has missing required properties (["object"])"#, "/objects/object");
-    assert_structure_failure(&app.post(GL, r#"{"objects":{"object":{}}}"#), r#"object has missing required properties (["record"])"#, "/objects/object/record");
-    assert_structure_failure(&app.post(GL, r#"{"objects":{"object":{"record":[]}}}"#), "record must be a non-empty array", "/objects/object/record");
-    assert_structure_failure(&app.post(GL, r#"{"objects":{"object":{"record":{"code":"1"}}}}"#), "record must be a non-empty array", "/objects/object/record");
+    assert_structure_failure(
+        &app.post(GL, r#"{"code":"1","type":"VAT"}"#),
+        "The request is missing the objects section.",
+        "",
+    );
+    assert_structure_failure(
+        &app.post(GL, r#"[{"code":"1"}]"#),
+        "The request is missing the objects section.",
+        "",
+    );
+    assert_structure_failure(
+        &app.post(GL, r#"{"objects":{}}"#),
+        r#"object has missing required properties (["object"])"#,
+        "/objects/object",
+    );
+    assert_structure_failure(
+        &app.post(GL, r#"{"objects":{"object":[]}}"#),
+        r#"object has missing required properties (["object"])"#,
+        "/objects/object",
+    );
+    assert_structure_failure(
+        &app.post(GL, r#"{"objects":{"object":{}}}"#),
+        r#"object has missing required properties (["record"])"#,
+        "/objects/object/record",
+    );
+    assert_structure_failure(
+        &app.post(GL, r#"{"objects":{"object":{"record":[]}}}"#),
+        "record must be a non-empty array",
+        "/objects/object/record",
+    );
+    assert_structure_failure(
+        &app.post(GL, r#"{"objects":{"object":{"record":{"code":"1"}}}}"#),
+        "record must be a non-empty array",
+        "/objects/object/record",
+    );
     assert!(app.store().items().unwrap().is_empty());
 }
 
@@ -51,17 +91,27 @@ fn a_body_that_is_not_json_names_line_and_column() {
     assert_eq!(r.status, 400);
     let (index, path, error) = r.errors().remove(0);
     assert_eq!((index, path.as_str()), (0, ""));
-    assert!(error.starts_with("request body is not valid JSON: "), "{error}");
+    assert!(
+        error.starts_with("request body is not valid JSON: "),
+        "{error}"
+    );
     assert!(error.contains("line 2 column 13"), "{error}");
     assert!(r.json()["expected_format"].is_string());
 }
 
 #[test]
 fn accounting_type_is_required_and_must_be_configured() {
-    let app = TestApp::start_with("", "[accounting_objects]\ntypes = [\"COSTCENTRE\", \"PROJECT\"]\n");
+    let app = TestApp::start_with(
+        "",
+        "[accounting_objects]\ntypes = [\"COSTCENTRE\", \"PROJECT\"]\n",
+    );
     let body = envelope(&[fixture("accounting-objects", "minimal")]).to_string();
     let r = app.post("/accounting-objects/v1", &body);
-    assert_structure_failure(&r, "required query parameter [accountingType] not found", "");
+    assert_structure_failure(
+        &r,
+        "required query parameter [accountingType] not found",
+        "",
+    );
     let r = app.post("/accounting-objects/v1?accountingType=project", &body);
     assert_structure_failure(
         &r,
@@ -70,17 +120,31 @@ fn accounting_type_is_required_and_must_be_configured() {
     );
     let r = app.post("/accounting-objects/v1?accountingType=PROJECT", &body);
     assert_eq!(r.status, 202, "{}", r.text);
-    let item = app.item("accounting-object:PROJECT/main/CC-4100").or_else(|| {
-        let items = app.store().items().unwrap();
-        panic!("keys: {:?}", items.iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>())
-    });
-    assert!(item.unwrap().xml.starts_with("<accounting_object><accountingType>PROJECT</accountingType>"));
+    let item = app
+        .item("accounting-object:PROJECT/main/CC-4100")
+        .or_else(|| {
+            let items = app.store().items().unwrap();
+            panic!(
+                "keys: {:?}",
+                items.iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>()
+            )
+        });
+    assert!(
+        item.unwrap()
+            .xml
+            .starts_with("<accounting_object><accountingType>PROJECT</accountingType>")
+    );
 }
 
 #[test]
 fn unknown_paths_are_404_and_other_methods_405() {
     let app = TestApp::start();
-    for path in ["/nope", "/general-ledger-codes/v1/", "/general-ledger-codes/v2", "/"] {
+    for path in [
+        "/nope",
+        "/general-ledger-codes/v1/",
+        "/general-ledger-codes/v2",
+        "/",
+    ] {
         let r = app.post(path, &gl_body());
         assert_eq!(r.status, 404, "{path}");
         let b = r.json();
@@ -105,21 +169,34 @@ fn the_goods_received_v2_alias_serves_the_same_interface() {
         let r = app.post_records(path, &[rec.clone()]);
         assert_eq!(r.status, 202, "{path}: {}", r.text);
     }
-    assert_eq!(app.store().items().unwrap().len(), 1, "both paths share one key (D12, D16)");
+    assert_eq!(
+        app.store().items().unwrap().len(),
+        1,
+        "both paths share one key (D12, D16)"
+    );
 }
 
 #[test]
 fn content_type_must_be_json_in_any_case_with_parameters() {
     let app = TestApp::start();
     let ok = |ct: &str| app.post_with(GL, &gl_body(), &[("x-api-key", KEY), ("Content-Type", ct)]);
-    for ct in ["application/json", "application/Json", "APPLICATION/JSON; charset=utf-8"] {
+    for ct in [
+        "application/json",
+        "application/Json",
+        "APPLICATION/JSON; charset=utf-8",
+    ] {
         assert_eq!(ok(ct).status, 202, "{ct}");
     }
     for ct in ["text/plain", "application/xml", "application/jsonx"] {
         let r = ok(ct);
         assert_eq!(r.status, 415, "{ct}");
         assert_eq!(r.json()["status"], "FAILED");
-        assert!(r.json()["message"].as_str().unwrap().contains("application/json"));
+        assert!(
+            r.json()["message"]
+                .as_str()
+                .unwrap()
+                .contains("application/json")
+        );
     }
     let r = app.raw(&raw_post(GL, &format!("x-api-key: {KEY}\r\n"), &gl_body()));
     assert_eq!(r.status, 415, "missing Content-Type: {}", r.text);
@@ -129,7 +206,10 @@ fn content_type_must_be_json_in_any_case_with_parameters() {
 #[test]
 fn bodies_and_batches_over_the_limits_are_413() {
     let app = TestApp::start_with("", "[limits]\nmax_body_bytes = 2000\nmax_records = 3\n");
-    let big = format!(r#"{{"objects":{{"object":{{"record":[{{"code":"{}"}}]}}}}}}"#, "x".repeat(3000));
+    let big = format!(
+        r#"{{"objects":{{"object":{{"record":[{{"code":"{}"}}]}}}}}}"#,
+        "x".repeat(3000)
+    );
     let r = app.post(GL, &big);
     assert_eq!(r.status, 413, "{}", r.text);
     assert_eq!(r.json()["status"], "FAILED");
@@ -141,18 +221,25 @@ fn bodies_and_batches_over_the_limits_are_413() {
     req.extend_from_slice(chunk);
     req.extend_from_slice(b"\r\n0\r\n\r\n");
     assert_eq!(app.raw(&req).status, 413);
-    let four: Vec<Value> = (0..4).map(|i| json!({"code": format!("C{i}"), "type": "VAT", "description_en": "d"})).collect();
+    let four: Vec<Value> = (0..4)
+        .map(|i| json!({"code": format!("C{i}"), "type": "VAT", "description_en": "d"}))
+        .collect();
     let r = app.post_records(GL, &four);
     assert_eq!(r.status, 413, "{}", r.text);
     assert!(r.json()["message"].as_str().unwrap().contains("at most 3"));
-    assert!(app.store().items().unwrap().is_empty(), "nothing of a refused request is queued");
+    assert!(
+        app.store().items().unwrap().is_empty(),
+        "nothing of a refused request is queued"
+    );
     assert_eq!(app.post_records(GL, &four[..3]).status, 202);
 }
 
 #[test]
 fn a_body_that_does_not_arrive_in_time_is_408() {
     let app = TestApp::start(); // body_timeout_secs = 2
-    let partial = format!("POST {GL} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nx-api-key: {KEY}\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{{\"objects\":");
+    let partial = format!(
+        "POST {GL} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nx-api-key: {KEY}\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{{\"objects\":"
+    );
     let r = app.raw(partial.as_bytes());
     assert_eq!(r.status, 408, "{}", r.text);
     assert_eq!(r.json()["status"], "FAILED");
@@ -164,13 +251,21 @@ fn api_keys_are_checked_before_the_body_is_read() {
     let app = TestApp::start();
     // Headers only: the declared body never comes. An answer other than 408 shows the key was
     // judged before the body was waited for.
-    let head = |key: &str| format!("POST {GL} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{key}Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n");
+    let head = |key: &str| {
+        format!(
+            "POST {GL} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{key}Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+        )
+    };
     let r = app.raw(head("").as_bytes());
     assert_eq!(r.status, 401, "{}", r.text);
     let r = app.raw(head("x-api-key: wrong\r\n").as_bytes());
     assert_eq!(r.status, 401);
     let r = app.raw(head(&format!("X-Api-Key: {GL_ONLY_KEY}\r\n")).as_bytes());
-    assert_eq!(r.status, 408, "a permitted key gets past auth and its body is awaited: {}", r.text);
+    assert_eq!(
+        r.status, 408,
+        "a permitted key gets past auth and its body is awaited: {}",
+        r.text
+    );
     let r = app.raw(format!("POST /vendor-data/v1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-API-KEY: {GL_ONLY_KEY}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n").as_bytes());
     assert_eq!(r.status, 403, "{}", r.text);
 }
@@ -180,9 +275,24 @@ fn auth_failures_have_exactly_status_and_message() {
     let app = TestApp::start();
     let cases = [
         (vec![("Content-Type", "application/json")], 401),
-        (vec![("x-api-key", "not-a-key"), ("Content-Type", "application/json")], 401),
-        (vec![("x-api-key", ""), ("Content-Type", "application/json")], 401),
-        (vec![("X-Api-Key", GL_ONLY_KEY), ("Content-Type", "application/json")], 403),
+        (
+            vec![
+                ("x-api-key", "not-a-key"),
+                ("Content-Type", "application/json"),
+            ],
+            401,
+        ),
+        (
+            vec![("x-api-key", ""), ("Content-Type", "application/json")],
+            401,
+        ),
+        (
+            vec![
+                ("X-Api-Key", GL_ONLY_KEY),
+                ("Content-Type", "application/json"),
+            ],
+            403,
+        ),
     ];
     for (headers, status) in cases {
         let r = app.post_with("/vendor-data/v1", &gl_body(), &headers);
@@ -194,7 +304,14 @@ fn auth_failures_have_exactly_status_and_message() {
         assert!(r.header("x-request-id").is_some());
     }
     assert!(app.store().items().unwrap().is_empty());
-    let r = app.post_with(GL, &gl_body(), &[("X-Api-Key", GL_ONLY_KEY), ("Content-Type", "application/json")]);
+    let r = app.post_with(
+        GL,
+        &gl_body(),
+        &[
+            ("X-Api-Key", GL_ONLY_KEY),
+            ("Content-Type", "application/json"),
+        ],
+    );
     assert_eq!(r.status, 202, "the limited key may use its interface");
 }
 
@@ -204,7 +321,13 @@ fn oauth_headers_are_accepted_and_not_required() {
     let r = app.post_with(
         GL,
         &gl_body(),
-        &[("x-api-key", KEY), ("Content-Type", "application/Json"), ("Client_Id", "c"), ("Client_Secret", "s"), ("Access_Token_URL", "https://t")],
+        &[
+            ("x-api-key", KEY),
+            ("Content-Type", "application/Json"),
+            ("Client_Id", "c"),
+            ("Client_Secret", "s"),
+            ("Access_Token_URL", "https://t"),
+        ],
     );
     assert_eq!(r.status, 202, "{}", r.text);
 }
@@ -224,8 +347,20 @@ fn every_response_carries_a_request_id() {
         assert!(!id.is_empty());
         assert!(seen.insert(id.to_string()), "ids are unique");
     }
-    let r = app.post_with(GL, &gl_body(), &[("x-api-key", KEY), ("Content-Type", "application/json"), ("x-request-id", "erp-batch-42")]);
-    assert_eq!(r.header("x-request-id"), Some("erp-batch-42"), "a sane client id is kept");
+    let r = app.post_with(
+        GL,
+        &gl_body(),
+        &[
+            ("x-api-key", KEY),
+            ("Content-Type", "application/json"),
+            ("x-request-id", "erp-batch-42"),
+        ],
+    );
+    assert_eq!(
+        r.header("x-request-id"),
+        Some("erp-batch-42"),
+        "a sane client id is kept"
+    );
     assert_eq!(r.json()["request_id"], "erp-batch-42");
 }
 

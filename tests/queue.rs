@@ -21,10 +21,17 @@ fn a_resend_replaces_the_pending_record() {
     let items = app.store().items().unwrap();
     assert_eq!(items.len(), 1, "one pending item per key");
     let second = &items[0].1;
-    assert!(second.xml.contains("<description_en>second</description_en>"));
+    assert!(
+        second
+            .xml
+            .contains("<description_en>second</description_en>")
+    );
     assert!(second.version > first.version);
     assert_eq!(second.state, State::Pending);
-    assert_eq!(second.queued_at_ms, first.queued_at_ms, "a pending key keeps its age");
+    assert_eq!(
+        second.queued_at_ms, first.queued_at_ms,
+        "a pending key keeps its age"
+    );
 }
 
 #[test]
@@ -38,7 +45,10 @@ fn keys_follow_d15() {
     // Non-inventory items share the GL-code key space.
     let mut item = fixture("non-inventory-items", "minimal");
     item["code"] = json!("K1");
-    assert_eq!(app.post_records("/non-inventory-items/v1", &[item]).status, 202);
+    assert_eq!(
+        app.post_records("/non-inventory-items/v1", &[item]).status,
+        202
+    );
     let k1 = app.item("gl-code:main/K1").unwrap();
     assert_eq!(k1.interface, "non-inventory-items-v1");
     // Another organization is another key.
@@ -48,7 +58,10 @@ fn keys_follow_d15() {
     assert!(app.item("gl-code:SE01/K1").is_some());
     // Accounting objects: the type is part of the key.
     let ao = fixture("accounting-objects", "minimal");
-    app.post_records("/accounting-objects/v1?accountingType=PROJECT", &[ao.clone()]);
+    app.post_records(
+        "/accounting-objects/v1?accountingType=PROJECT",
+        &[ao.clone()],
+    );
     app.post_records("/accounting-objects/v1?accountingType=COSTCENTRE", &[ao]);
     // Purchase orders v1 and v2 share (organization, po_number).
     let mut po1 = fixture("purchase-orders-v1", "minimal");
@@ -57,7 +70,10 @@ fn keys_follow_d15() {
     po2["po_number"] = json!("PO-1");
     assert_eq!(app.post_records("/purchase-orders/v1", &[po1]).status, 202);
     assert_eq!(app.post_records("/purchase-orders/v2", &[po2]).status, 202);
-    assert_eq!(app.item("purchase-order:main/PO-1").unwrap().interface, "purchase-orders-v2");
+    assert_eq!(
+        app.item("purchase-order:main/PO-1").unwrap().interface,
+        "purchase-orders-v2"
+    );
     // Receipts v1 and v2 share (organization, grn_number).
     let mut gr1 = fixture("goods-received-v1", "minimal");
     let mut gr2 = fixture("goods-received-v2", "minimal");
@@ -71,7 +87,13 @@ fn keys_follow_d15() {
     let case = pay["softco_case_id"].as_str().unwrap();
     assert!(app.item(&format!("payment-confirmation:{case}")).is_some());
 
-    let mut keys: Vec<String> = app.store().items().unwrap().into_iter().map(|(k, _)| k.to_string()).collect();
+    let mut keys: Vec<String> = app
+        .store()
+        .items()
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k.to_string())
+        .collect();
     keys.sort();
     assert_eq!(
         keys,
@@ -92,7 +114,9 @@ fn acknowledged_records_survive_a_stop_with_their_latest_content() {
     let app = TestApp::start();
     let data = app.data_dir();
     for round in 0..3 {
-        let records: Vec<Value> = (0..50).map(|i| gl(&format!("C{i}"), &format!("round {round}"))).collect();
+        let records: Vec<Value> = (0..50)
+            .map(|i| gl(&format!("C{i}"), &format!("round {round}")))
+            .collect();
         assert_eq!(app.post_records(GL, &records).status, 202);
     }
     let dir = app.stop();
@@ -100,7 +124,12 @@ fn acknowledged_records_survive_a_stop_with_their_latest_content() {
     let items = store.items().unwrap();
     assert_eq!(items.len(), 50);
     for (_, item) in items {
-        assert!(item.xml.contains("<description_en>round 2</description_en>"), "{}", item.xml);
+        assert!(
+            item.xml
+                .contains("<description_en>round 2</description_en>"),
+            "{}",
+            item.xml
+        );
     }
     drop(dir);
 }
@@ -117,7 +146,8 @@ fn concurrent_requests_share_syncs_and_all_are_stored() {
             let app = &app;
             s.spawn(move || {
                 for i in 0..per_thread {
-                    let r = app.post_records(GL, &[gl(&format!("T{t}-{i}"), &format!("thread {t}"))]);
+                    let r =
+                        app.post_records(GL, &[gl(&format!("T{t}-{i}"), &format!("thread {t}"))]);
                     assert_eq!(r.status, 202, "{}", r.text);
                 }
             });
@@ -126,9 +156,17 @@ fn concurrent_requests_share_syncs_and_all_are_stored() {
     let requests = (threads * per_thread) as u64;
     let syncs = app.syncs() - before;
     assert!(syncs >= 1);
-    assert!(syncs < requests / 2, "group commit: {syncs} syncs for {requests} requests");
+    assert!(
+        syncs < requests / 2,
+        "group commit: {syncs} syncs for {requests} requests"
+    );
     let dir = app.stop();
-    let items: HashMap<String, _> = reopen(&data).items().unwrap().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let items: HashMap<String, _> = reopen(&data)
+        .items()
+        .unwrap()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     assert_eq!(items.len() as u64, requests);
     drop(dir);
 }
