@@ -166,7 +166,7 @@ fn the_goods_received_v2_alias_serves_the_same_interface() {
     let app = TestApp::start();
     let rec = fixture("goods-received-v2", "minimal");
     for path in ["/goods_received/v2", "/goods-received/v2"] {
-        let r = app.post_records(path, &[rec.clone()]);
+        let r = app.post_records(path, std::slice::from_ref(&rec));
         assert_eq!(r.status, 202, "{path}: {}", r.text);
     }
     assert_eq!(

@@ -60,7 +60,7 @@ fn keys_follow_d15() {
     let ao = fixture("accounting-objects", "minimal");
     app.post_records(
         "/accounting-objects/v1?accountingType=PROJECT",
-        &[ao.clone()],
+        std::slice::from_ref(&ao),
     );
     app.post_records("/accounting-objects/v1?accountingType=COSTCENTRE", &[ao]);
     // Purchase orders v1 and v2 share (organization, po_number).
@@ -83,7 +83,7 @@ fn keys_follow_d15() {
     app.post_records("/goods_received/v2", &[gr2]);
     // Payment confirmations: softco_case_id alone.
     let pay = fixture("payment-confirmation", "minimal");
-    app.post_records("/payment-confirmation/v1", &[pay.clone()]);
+    app.post_records("/payment-confirmation/v1", std::slice::from_ref(&pay));
     let case = pay["softco_case_id"].as_str().unwrap();
     assert!(app.item(&format!("payment-confirmation:{case}")).is_some());
 

@@ -186,8 +186,7 @@ impl TestApp {
         if let Some(r) = self.running.take() {
             self.runtime.block_on(r.stop());
         }
-        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap());
-        dir
+        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
     }
 }
 
