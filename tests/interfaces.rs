@@ -247,15 +247,13 @@ fn expect_valid_xml(iface: &Interface, items: &[&Item], case: &str) -> String {
 }
 
 /// POSTs one record, asserts the 400 answer (the all-or-nothing shape for payment
-/// confirmations, D3) with exactly `expected` as `(path, error)` entries at index 0, in this
-/// order, and that nothing was queued.
-fn expect_refused(
+/// confirmations, D3) and that nothing was queued; returns its error entries.
+fn refused_errors(
     app: &TestApp,
     iface: &Interface,
     record: &Value,
-    expected: &[(String, String)],
     case: &str,
-) {
+) -> Vec<(u64, String, String)> {
     let what = format!("{} {case}", iface.path);
     let before = snapshot(app);
     let r = app.post_records(&post_path(iface), &[record.clone()]);
@@ -270,12 +268,25 @@ fn expect_refused(
     assert_eq!(body["succeeded"], 0, "{what}: {}", r.text);
     assert_eq!(body["failed"], failed, "{what}: {}", r.text);
     assert_eq!(body["message"], message, "{what}: {}", r.text);
+    assert_eq!(snapshot(app), before, "{what}: nothing may be queued");
+    r.errors()
+}
+
+/// [`refused_errors`] with exactly `expected` as `(path, error)` entries at index 0, in this
+/// order.
+fn expect_refused(
+    app: &TestApp,
+    iface: &Interface,
+    record: &Value,
+    expected: &[(String, String)],
+    case: &str,
+) {
     let want: Vec<(u64, String, String)> = expected
         .iter()
         .map(|(p, m)| (0, p.clone(), m.clone()))
         .collect();
-    assert_eq!(r.errors(), want, "{what}");
-    assert_eq!(snapshot(app), before, "{what}: nothing may be queued");
+    let got = refused_errors(app, iface, record, case);
+    assert_eq!(got, want, "{} {case}", iface.path);
 }
 
 /// Like [`expect_refused`] with one entry.
@@ -677,8 +688,12 @@ fn every_date_property_checks_pattern_and_calendar() {
     }
 }
 
+/// The coding row whose distribution_percentage [`with_decimal`] adjusts.
+const SIBLING_PCT: &str = "/rows/0/coding/1/distribution_percentage";
+
 /// `record` with `value` at `path`; a coding row's distribution_percentage has its sibling
-/// adjusted so that the line still sums to 100 (the full fixture's first line is split
+/// ([`SIBLING_PCT`]) set to the complement, so that the line still sums to exactly 100 and the
+/// coding-sum rule stays out of the way (the full fixture's first line is split
 /// 33.33 / 33.33 / 33.34).
 fn with_decimal(record: &Value, path: &str, value: &str) -> Value {
     let r = with(record, path, num(value));
@@ -691,13 +706,14 @@ fn with_decimal(record: &Value, path: &str, value: &str) -> Value {
         .collect();
     assert_eq!(split, ["33.33", "33.33", "33.34"], "fixture changed");
     let sibling = match value {
+        "1.1234567" => "65.5365433",
         "2.123456" => "64.536544",
         "19.99" => "46.67",
         "0.07" => "66.59",
         "1.500" => "65.16",
         other => panic!("no complement for {other}"),
     };
-    with(&r, "/rows/0/coding/1/distribution_percentage", num(sibling))
+    with(&r, SIBLING_PCT, num(sibling))
 }
 
 #[test]
@@ -720,17 +736,14 @@ fn money_allows_two_decimal_places_and_quantity_six() {
             };
             let mut expected = vec![e(&path, places_msg(bad, places))];
             if name_of(&path) == "distribution_percentage" {
-                // A 7-place percentage cannot be part of a sum of exactly 100 with the
-                // fixture's 2-place siblings: that is a second violation (D6, D11).
-                expected.push(e(
-                    "/rows/0/coding",
-                    "coding distribution_percentage must sum to 100 for line 1",
-                ));
+                // The line still sums to 100 only with a 7-place complement (65.5365433),
+                // which is a second violation of its own.
+                expected.push(e(SIBLING_PCT, places_msg("65.5365433", places)));
             }
             expect_refused(
                 &app,
                 iface,
-                &with(&record, &path, num(bad)),
+                &with_decimal(&record, &path, bad),
                 &expected,
                 &format!("{path} = {bad}"),
             );
@@ -782,30 +795,11 @@ fn every_max_length_is_enforced_with_the_value_cut_to_100_characters() {
                     max + 1
                 ),
             );
-            let case = format!("{path} of {} characters", max + 1);
-            if let Some(possible) = prop.get("enum") {
-                // Too long and outside the enum: two violations of one value (D2), in either
-                // order.
-                let r = app.post_records(&post_path(iface), &[with(&record, &path, json!(long))]);
-                assert_eq!(r.status, 400, "{} {case}: {}", iface.path, r.text);
-                let mut got = r.errors();
-                got.sort();
-                let mut want = vec![
-                    (0, too_long.0.clone(), too_long.1.clone()),
-                    (
-                        0,
-                        path.clone(),
-                        format!(
-                            "instance value ({}) not found in enum (possible values: {})",
-                            serde_json::to_string(&shown).unwrap(),
-                            serde_json::to_string(possible).unwrap()
-                        ),
-                    ),
-                ];
-                want.sort();
-                assert_eq!(got, want, "{} {case}", iface.path);
+            if prop.get("enum").is_some() {
+                // Also outside the enum: too_long_enum_value_is_both_too_long_and_not_in_the_enum.
                 continue;
             }
+            let case = format!("{path} of {} characters", max + 1);
             expect_refused(
                 &app,
                 iface,
@@ -824,6 +818,45 @@ fn every_max_length_is_enforced_with_the_value_cut_to_100_characters() {
         }
     }
     assert!(limits >= 20, "only {limits} maxLength properties found");
+}
+
+#[test]
+fn too_long_enum_value_is_both_too_long_and_not_in_the_enum() {
+    let app = TestApp::start();
+    let mut limits = 0;
+    for iface in &INTERFACES {
+        let record = full(iface);
+        for (path, prop) in all_props(iface, &record) {
+            let (Some(max), Some(possible)) = (prop["maxLength"].as_u64(), prop.get("enum")) else {
+                continue;
+            };
+            limits += 1;
+            let max = max as usize;
+            let long = long_string(max + 1);
+            let shown: String = long.chars().take(100).collect();
+            // Two rules broken by one value: two entries (D2), at one path, in either order.
+            let mut want = vec![
+                (
+                    0,
+                    path.clone(),
+                    format!(
+                        "string \"{shown}\" is too long (length: {}, maximum allowed: {max})",
+                        max + 1
+                    ),
+                ),
+                (0, path.clone(), enum_msg(&shown, possible)),
+            ];
+            want.sort();
+            let case = format!("{path} of {} characters", max + 1);
+            let mut got = refused_errors(&app, iface, &with(&record, &path, json!(long)), &case);
+            got.sort();
+            assert_eq!(got, want, "{} {case}", iface.path);
+        }
+    }
+    assert!(
+        limits >= 3,
+        "only {limits} enum properties with maxLength found"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -31,6 +31,9 @@ pub enum ApiError {
     /// The connection failed while the body was read (400).
     #[error("the request body could not be read: {0}")]
     BodyRead(String),
+    /// Something unexpected (500, logged with the request id).
+    #[error("unexpected server error; if it persists, report the request id")]
+    Internal(String),
     /// Validation, limits or storage refused the request.
     #[error(transparent)]
     Intake(#[from] IntakeError),
@@ -105,6 +108,7 @@ impl ApiError {
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::BodyRead(_) | Self::Intake(IntakeError::Structure(_)) => StatusCode::BAD_REQUEST,
             Self::Intake(IntakeError::Storage(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 

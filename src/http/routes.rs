@@ -17,6 +17,7 @@ use warp::reply::Response;
 
 /// The filter serving every request.
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
+    let fallback = Arc::clone(&app);
     warp::method()
         .and(warp::path::full())
         .and(warp::query::raw().or(warp::any().map(String::new)).unify())
@@ -24,7 +25,16 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .and(warp::body::stream())
         .and(warp::any().map(move || Arc::clone(&app)))
         .then(handle)
-        .recover(|_| async { Ok::<_, Infallible>(Response::default()) })
+        .recover(move |rejection: warp::Rejection| {
+            // Only reachable if warp itself refuses the request (its body already taken).
+            let request_id = fallback.request_ids.for_request(&HeaderMap::new());
+            tracing::error!(request_id, ?rejection, "request rejected by the HTTP layer");
+            let mut r = ApiError::Internal(format!("{rejection:?}")).response(&request_id);
+            if let Ok(v) = HeaderValue::from_str(&request_id) {
+                r.headers_mut().insert("x-request-id", v);
+            }
+            async move { Ok::<_, Infallible>(r) }
+        })
         .unify()
 }
 
