@@ -211,7 +211,7 @@ fn written_since(app: &TestApp, before: &HashMap<Vec<u8>, u64>) -> Vec<Item> {
 fn expect_accepted(app: &TestApp, iface: &Interface, record: &Value, case: &str) -> Item {
     let what = format!("{} {case}", iface.path);
     let before = snapshot(app);
-    let r = app.post_records(&post_path(iface), &[record.clone()]);
+    let r = app.post_records(&post_path(iface), std::slice::from_ref(record));
     assert_eq!(r.status, 202, "{what}: {}", r.text);
     let body = r.json();
     assert_eq!(body["status"], "SUCCESS", "{what}: {}", r.text);
@@ -256,7 +256,7 @@ fn refused_errors(
 ) -> Vec<(u64, String, String)> {
     let what = format!("{} {case}", iface.path);
     let before = snapshot(app);
-    let r = app.post_records(&post_path(iface), &[record.clone()]);
+    let r = app.post_records(&post_path(iface), std::slice::from_ref(record));
     assert_eq!(r.status, 400, "{what}: {}", r.text);
     let body = r.json();
     assert_eq!(body["status"], "FAILED", "{what}: {}", r.text);

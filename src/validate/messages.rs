@@ -93,12 +93,17 @@ pub fn from_boon(err: &ValidationError, record: &Value, schema: &Value, out: &mu
     }
 }
 
-/// The `pattern` as the schema writes it: boon reports the regex it compiled (`\d` becomes
-/// `[0-9]`), while the message quotes the schema (`^\d{4}-\d{2}-\d{2}$`).
-fn schema_pattern<'a>(schema: &'a Value, schema_url: &str, compiled: &'a str) -> &'a str {
+/// The subschema a leaf error is about.
+fn subschema<'a>(schema: &'a Value, schema_url: &str) -> Option<&'a Value> {
     schema_url
         .split_once('#')
         .and_then(|(_, ptr)| schema.pointer(ptr))
+}
+
+/// The `pattern` as the schema writes it: boon reports the regex it compiled (`\d` becomes
+/// `[0-9]`), while the message quotes the schema (`^\d{4}-\d{2}-\d{2}$`).
+fn schema_pattern<'a>(schema: &'a Value, schema_url: &str, compiled: &'a str) -> &'a str {
+    subschema(schema, schema_url)
         .and_then(|s| s.get("pattern"))
         .and_then(Value::as_str)
         .unwrap_or(compiled)
@@ -148,11 +153,29 @@ fn leaf(err: &ValidationError, record: &Value, schema: &Value, out: &mut Vec<Vio
                 serde_json::to_string(&allowed).unwrap_or_default()
             )
         }
-        ErrorKind::Enum { want } => format!(
-            "instance value ({}) not found in enum (possible values: {})",
-            shown(),
-            Value::Array(want.to_vec())
-        ),
+        ErrorKind::Enum { want } => {
+            // boon stops at a failed enum; a value that is also too long breaks two rules (D2).
+            let max = subschema(schema, err.schema_url)
+                .and_then(|s| s.get("maxLength"))
+                .and_then(Value::as_u64);
+            if let (Some(max), Value::String(s)) = (max, value) {
+                let len = s.chars().count() as u64;
+                if len > max {
+                    out.push(Violation::new(
+                        steps.clone(),
+                        format!(
+                            "string {} is too long (length: {len}, maximum allowed: {max})",
+                            shown()
+                        ),
+                    ));
+                }
+            }
+            format!(
+                "instance value ({}) not found in enum (possible values: {})",
+                shown(),
+                Value::Array(want.to_vec())
+            )
+        }
         ErrorKind::Pattern { want, .. } => format!(
             "string {} does not match pattern \"{}\"",
             shown(),
@@ -176,7 +199,16 @@ fn leaf(err: &ValidationError, record: &Value, schema: &Value, out: &mut Vec<Vio
         ErrorKind::MinItems { got, want } => format!(
             "array is too short: must have at least {want} elements but instance has {got} elements"
         ),
-        ErrorKind::Format { want, err, .. } if formats::is_ours(want) => err.to_string(),
+        ErrorKind::Format { want, err, .. } if formats::is_ours(want) => {
+            if *want == "coding-sum" {
+                // Checked on the row, about its coding rows: point at them.
+                let mut at = steps.clone();
+                at.push(Step::Key("coding".into()));
+                out.push(Violation::new(at, err.to_string()));
+                return;
+            }
+            err.to_string()
+        }
         ErrorKind::Format { want, .. } => format!("string {} is not a valid {want}", shown()),
         other => other.to_string(),
     };
