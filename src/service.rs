@@ -67,13 +67,23 @@ impl Running {
         self.commit.syncs()
     }
 
-    /// Stops accepting, lets requests in flight finish, syncs the queue and waits for it.
+    /// Stops accepting, lets requests in flight finish, syncs the queue and closes it. When
+    /// this returns another process may open the data directory.
     pub async fn stop(self) {
         let _ = self.stop.send(());
         let _ = self.server.await;
-        self.commit.stop();
-        let store = self.store;
-        let _ = tokio::task::spawn_blocking(move || store.sync()).await;
+        let (commit, store) = (self.commit, self.store);
+        let _ = tokio::task::spawn_blocking(move || {
+            commit.stop();
+            drop(commit); // it holds the store too
+            let _ = store.sync();
+            // Connection tasks that served the last requests drop their handles shortly.
+            let deadline = std::time::Instant::now() + http::DRAIN_DEADLINE;
+            while Arc::strong_count(&store) > 1 && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        })
+        .await;
     }
 }
 

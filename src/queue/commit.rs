@@ -37,6 +37,7 @@ struct Shared {
 #[derive(Clone)]
 pub struct GroupCommit {
     shared: Arc<Shared>,
+    thread: Arc<Mutex<Option<std::thread::JoinHandle<()>>>>,
 }
 
 impl GroupCommit {
@@ -51,10 +52,13 @@ impl GroupCommit {
             syncs: AtomicU64::new(0),
         });
         let worker = Arc::clone(&shared);
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("queue-sync".into())
             .spawn(move || run(&worker))?;
-        Ok(Self { shared })
+        Ok(Self {
+            shared,
+            thread: Arc::new(Mutex::new(Some(thread))),
+        })
     }
 
     /// Waits until everything stored before this call is durable.
@@ -91,12 +95,17 @@ impl GroupCommit {
         self.shared.syncs.load(Ordering::Relaxed)
     }
 
-    /// Syncs what is outstanding and stops the thread; later calls to [`Self::durable`] fail.
+    /// Syncs what is outstanding and stops the thread (waiting for it); later calls to
+    /// [`Self::durable`] fail.
     pub fn stop(&self) {
         if let Ok(mut r) = self.shared.requests.lock() {
             r.stopping = true;
         }
         self.shared.wake.notify_one();
+        let thread = self.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
     }
 }
 

@@ -1,22 +1,28 @@
 //! The durable queue: at most one pending item per primary key (D16), stored before the client
-//! is answered (D17).
+//! is answered (D17), drained by the delivery worker (D18).
 //!
 //! Storage sits behind the narrow [`Store`] trait; [`SledStore`] is the implementation and
 //! `tests/store_suite.rs` the suite every implementation must pass. [`GroupCommit`] shares one
-//! flush among concurrent requests.
+//! sync among concurrent requests.
 //!
-//! On-disk layout (sled, in `<data_dir>/queue`):
+//! On-disk layout (sled, in `<data_dir>/queue`; encodings in `layout.rs`):
 //!
 //! ```text
-//! tree "items"   key:   QueueKey bytes   space 0x00 part 0x00 part ...   (key.rs)
-//!                value: Item as JSON     interface, version, state, times, attempts, xml
+//! items     QueueKey                               -> Item (JSON): the record's latest version
+//! pending   interface 0x00 queued_at(8) version(8) -> QueueKey   delivery order, oldest first
+//! rejected  interface 0x00 QueueKey                -> ()         parked by the platform
+//! meta      "count" 0 interface 0 kind             -> u64        pending/rejected/delivered
+//!           "backoff" 0 interface                  -> Backoff (JSON): failures, next attempt
 //! ```
 //!
-//! `version` comes from sled's persistent id generator and grows with every upsert, so a
-//! delivery can tell whether the item it sent is still the latest one.
+//! Every change to an item, its index entry and the counters is one sled transaction, so a
+//! crash leaves them consistent. `version` comes from sled's persistent id generator and grows
+//! with every upsert: a delivery removes an item only if the version it sent is still the
+//! latest (D16, D18).
 
 pub mod commit;
 pub mod key;
+mod layout;
 pub mod sled_store;
 
 pub use commit::GroupCommit;
@@ -48,11 +54,9 @@ pub struct Item {
     pub queued_at_ms: u64,
     /// When the latest version was stored (unix ms).
     pub updated_at_ms: u64,
-    /// Delivery attempts so far.
+    /// Delivery attempts of this key so far.
     pub attempts: u32,
-    /// Not to be sent before this time (unix ms).
-    pub next_attempt_ms: u64,
-    /// The last delivery failure, for `status`.
+    /// The last delivery failure or the platform's rejection.
     pub last_error: Option<String>,
     /// The record's XML element (D19).
     pub xml: String,
@@ -67,6 +71,44 @@ pub struct NewRecord {
     pub interface: &'static str,
     /// Its XML element.
     pub xml: String,
+}
+
+/// The version of a key that a delivery sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    /// The key.
+    pub key: QueueKey,
+    /// The version sent.
+    pub version: u64,
+}
+
+/// The retry state of one interface's deliveries, kept so a restart neither forgets nor
+/// hammers (D18).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Backoff {
+    /// Failed deliveries in a row.
+    pub failures: u32,
+    /// Nothing is sent before this time (unix ms).
+    pub next_attempt_ms: u64,
+    /// The latest failure.
+    pub last_error: Option<String>,
+    /// When it happened (unix ms).
+    pub last_error_ms: Option<u64>,
+}
+
+/// What `status` shows of one interface.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Items waiting for delivery.
+    pub pending: u64,
+    /// Items parked after a rejection.
+    pub rejected: u64,
+    /// Items delivered since the queue was created.
+    pub delivered: u64,
+    /// When the oldest pending item was queued (unix ms).
+    pub oldest_pending_ms: Option<u64>,
+    /// Retry state.
+    pub backoff: Backoff,
 }
 
 /// A storage failure. The request that hit it is answered 503 (D5, D17).
@@ -93,8 +135,9 @@ pub enum StoreError {
 
 /// The queue's storage.
 pub trait Store: Send + Sync + 'static {
-    /// Inserts records, replacing the pending item of a key that has one (D16). Later records
-    /// of one call win over earlier ones with the same key. Not yet durable: see [`Store::sync`].
+    /// Inserts records, replacing the item of a key that has one (D16); a replaced rejected
+    /// item becomes pending again. Later records of one call win over earlier ones with the
+    /// same key. Not yet durable: see [`Store::sync`].
     fn upsert(&self, records: &[NewRecord], now_ms: u64) -> Result<(), StoreError>;
 
     /// Makes everything written so far durable (flushed and fsync'd).
@@ -103,7 +146,33 @@ pub trait Store: Send + Sync + 'static {
     /// The item of one key.
     fn get(&self, key: &QueueKey) -> Result<Option<Item>, StoreError>;
 
-    /// All items, in key order.
+    /// Up to `limit` pending items of an interface, oldest first.
+    fn pending(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError>;
+
+    /// The keys in `state`, of one interface or all.
+    fn keys(&self, state: State, interface: Option<&str>) -> Result<Vec<QueueKey>, StoreError>;
+
+    /// Removes delivered items whose version is still the one sent, and counts them; a key
+    /// replaced meanwhile stays pending for another delivery (D18). Returns how many went.
+    fn delivered(&self, sent: &[Sent]) -> Result<usize, StoreError>;
+
+    /// Counts a failed attempt on the items still at the version sent.
+    fn failed(&self, sent: &[Sent], error: &str) -> Result<(), StoreError>;
+
+    /// Parks an item the platform refused, if it is still at the version sent.
+    fn reject(&self, sent: &Sent, error: &str) -> Result<bool, StoreError>;
+
+    /// Puts a rejected item back in the pending queue. False if it was not rejected.
+    fn requeue(&self, key: &QueueKey) -> Result<bool, StoreError>;
+
+    /// Counts, oldest pending item and retry state of one interface.
+    fn stats(&self, interface: &str) -> Result<Stats, StoreError>;
+
+    /// Stores the retry state of one interface.
+    fn set_backoff(&self, interface: &str, backoff: &Backoff) -> Result<(), StoreError>;
+
+    /// Every item, in key order (for inspection and tests; the delivery path uses
+    /// [`Store::pending`]).
     fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError>;
 }
 

@@ -1,6 +1,9 @@
 //! [`Store`] on sled 0.34.
 
-use super::{Item, NewRecord, QueueKey, State, Store, StoreError};
+use super::layout::{self, Count};
+use super::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
+use sled::Transactional;
+use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -10,11 +13,97 @@ use std::time::SystemTime;
 pub struct SledStore {
     db: sled::Db,
     items: sled::Tree,
+    pending: sled::Tree,
+    rejected: sled::Tree,
+    meta: sled::Tree,
     dir: PathBuf,
     /// sled's log file, kept open for `sync_data` (sled's own flush is not an fsync).
     log: File,
     /// When the last sync started: blobs written since then are fsync'd by the next one.
     last_sync: Mutex<SystemTime>,
+    /// One writer at a time: transactions never conflict, and counters stay exact.
+    writer: Mutex<()>,
+}
+
+/// The four trees, inside a transaction.
+struct Tx<'a> {
+    items: &'a TransactionalTree,
+    pending: &'a TransactionalTree,
+    rejected: &'a TransactionalTree,
+    meta: &'a TransactionalTree,
+}
+
+type TxResult<T> = Result<T, ConflictableTransactionError<String>>;
+
+impl Tx<'_> {
+    fn item(&self, key: &QueueKey) -> TxResult<Option<Item>> {
+        match self.items.get(key.as_bytes())? {
+            None => Ok(None),
+            Some(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| ConflictableTransactionError::Abort(format!("item {key}: {e}"))),
+        }
+    }
+
+    fn put(&self, key: &QueueKey, item: &Item) -> TxResult<()> {
+        let bytes = serde_json::to_vec(item)
+            .map_err(|e| ConflictableTransactionError::Abort(e.to_string()))?;
+        self.items.insert(key.as_bytes(), bytes)?;
+        Ok(())
+    }
+
+    fn count(&self, interface: &str, count: Count, delta: i64) -> TxResult<()> {
+        let k = layout::count_key(interface, count);
+        let now = layout::decode_u64(self.meta.get(&k)?.as_deref());
+        let next = now.saturating_add_signed(delta);
+        self.meta.insert(k, &next.to_be_bytes())?;
+        Ok(())
+    }
+
+    /// Takes an item out of whichever index holds it.
+    fn unindex(&self, key: &QueueKey, item: &Item) -> TxResult<()> {
+        match item.state {
+            State::Pending => {
+                self.pending.remove(layout::pending_key(
+                    &item.interface,
+                    item.queued_at_ms,
+                    item.version,
+                ))?;
+                self.count(&item.interface, Count::Pending, -1)
+            }
+            State::Rejected => {
+                self.rejected
+                    .remove(layout::rejected_key(&item.interface, key.as_bytes()))?;
+                self.count(&item.interface, Count::Rejected, -1)
+            }
+        }
+    }
+
+    /// Stores an item and puts it in the index of its state.
+    fn index(&self, key: &QueueKey, item: &Item) -> TxResult<()> {
+        self.put(key, item)?;
+        match item.state {
+            State::Pending => {
+                self.pending.insert(
+                    layout::pending_key(&item.interface, item.queued_at_ms, item.version),
+                    key.as_bytes(),
+                )?;
+                self.count(&item.interface, Count::Pending, 1)
+            }
+            State::Rejected => {
+                self.rejected
+                    .insert(layout::rejected_key(&item.interface, key.as_bytes()), &[])?;
+                self.count(&item.interface, Count::Rejected, 1)
+            }
+        }
+    }
+
+    /// The item of a key if it is pending at `version`.
+    fn sent_item(&self, sent: &Sent) -> TxResult<Option<Item>> {
+        Ok(self
+            .item(&sent.key)?
+            .filter(|i| i.version == sent.version && i.state == State::Pending))
+    }
 }
 
 impl SledStore {
@@ -25,15 +114,46 @@ impl SledStore {
             .path(&dir)
             .mode(sled::Mode::HighThroughput)
             .open()?;
-        let items = db.open_tree("items")?;
-        let log = File::open(dir.join("db"))?;
         Ok(Self {
+            items: db.open_tree("items")?,
+            pending: db.open_tree("pending")?,
+            rejected: db.open_tree("rejected")?,
+            meta: db.open_tree("meta")?,
+            log: File::open(dir.join("db"))?,
             db,
-            items,
             dir,
-            log,
             last_sync: Mutex::new(SystemTime::UNIX_EPOCH),
+            writer: Mutex::new(()),
         })
+    }
+
+    /// Whether a queue exists in `data_dir` (without creating one).
+    pub fn exists(data_dir: &Path) -> bool {
+        data_dir.join("queue").join("db").is_file()
+    }
+
+    /// Runs `f` as one transaction over all trees, with the writer lock held.
+    fn write<T>(&self, f: impl Fn(&Tx) -> TxResult<T>) -> Result<T, StoreError> {
+        let _guard = self
+            .writer
+            .lock()
+            .map_err(|_| StoreError::Unavailable("writer lock poisoned".into()))?;
+        (&self.items, &self.pending, &self.rejected, &self.meta)
+            .transaction(|(items, pending, rejected, meta)| {
+                f(&Tx {
+                    items,
+                    pending,
+                    rejected,
+                    meta,
+                })
+            })
+            .map_err(|e| match e {
+                TransactionError::Abort(reason) => StoreError::Corrupt {
+                    key: "-".into(),
+                    reason,
+                },
+                TransactionError::Storage(e) => StoreError::Db(e),
+            })
     }
 
     fn decode(key: &[u8], bytes: &[u8]) -> Result<Item, StoreError> {
@@ -73,18 +193,22 @@ impl SledStore {
 
 impl Store for SledStore {
     fn upsert(&self, records: &[NewRecord], now_ms: u64) -> Result<(), StoreError> {
-        for rec in records {
-            let version = self.db.generate_id()?;
-            let mut failure = None;
-            self.items.fetch_and_update(rec.key.as_bytes(), |old| {
-                let old = old.and_then(|b| serde_json::from_slice::<Item>(b).ok());
-                // A pending key keeps its age and retry schedule (a resend must not make a
-                // struggling delivery hammer the platform); anything else starts afresh.
-                let (queued_at_ms, attempts, next_attempt_ms, last_error) = match old {
+        let versions = records
+            .iter()
+            .map(|_| self.db.generate_id())
+            .collect::<Result<Vec<_>, _>>()?;
+        self.write(|tx| {
+            for (rec, &version) in records.iter().zip(&versions) {
+                let old = tx.item(&rec.key)?;
+                if let Some(old) = &old {
+                    tx.unindex(&rec.key, old)?;
+                }
+                // A pending key keeps its age and attempts: it stays where it is in the line.
+                let (queued_at_ms, attempts, last_error) = match old {
                     Some(o) if o.state == State::Pending => {
-                        (o.queued_at_ms, o.attempts, o.next_attempt_ms, o.last_error)
+                        (o.queued_at_ms, o.attempts, o.last_error)
                     }
-                    _ => (now_ms, 0, 0, None),
+                    _ => (now_ms, 0, None),
                 };
                 let item = Item {
                     interface: rec.interface.to_string(),
@@ -93,26 +217,13 @@ impl Store for SledStore {
                     queued_at_ms,
                     updated_at_ms: now_ms,
                     attempts,
-                    next_attempt_ms,
                     last_error,
                     xml: rec.xml.clone(),
                 };
-                match serde_json::to_vec(&item) {
-                    Ok(bytes) => Some(bytes),
-                    Err(e) => {
-                        failure = Some(e.to_string());
-                        None
-                    }
-                }
-            })?;
-            if let Some(reason) = failure {
-                return Err(StoreError::Corrupt {
-                    key: rec.key.to_string(),
-                    reason,
-                });
+                tx.index(&rec.key, &item)?;
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     fn sync(&self) -> Result<(), StoreError> {
@@ -136,6 +247,130 @@ impl Store for SledStore {
             .get(key.as_bytes())?
             .map(|v| Self::decode(key.as_bytes(), &v))
             .transpose()
+    }
+
+    fn pending(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError> {
+        let mut out = Vec::new();
+        for entry in self.pending.scan_prefix(layout::prefix(interface)) {
+            if out.len() >= limit {
+                break;
+            }
+            let (_, key) = entry?;
+            let key = QueueKey::from_bytes(&key);
+            // The index and the item are written together; a miss would be a bug, not data.
+            if let Some(item) = self.get(&key)? {
+                out.push((key, item));
+            }
+        }
+        Ok(out)
+    }
+
+    fn keys(&self, state: State, interface: Option<&str>) -> Result<Vec<QueueKey>, StoreError> {
+        let prefix = interface.map(layout::prefix).unwrap_or_default();
+        match state {
+            State::Pending => self
+                .pending
+                .scan_prefix(prefix)
+                .map(|e| Ok(QueueKey::from_bytes(&e?.1)))
+                .collect(),
+            State::Rejected => self
+                .rejected
+                .scan_prefix(prefix)
+                .map(|e| Ok(QueueKey::from_bytes(layout::rejected_queue_key(&e?.0))))
+                .collect(),
+        }
+    }
+
+    fn delivered(&self, sent: &[Sent]) -> Result<usize, StoreError> {
+        self.write(|tx| {
+            let mut gone = 0;
+            for s in sent {
+                if let Some(item) = tx.sent_item(s)? {
+                    tx.unindex(&s.key, &item)?;
+                    tx.items.remove(s.key.as_bytes())?;
+                    tx.count(&item.interface, Count::Delivered, 1)?;
+                    gone += 1;
+                }
+            }
+            Ok(gone)
+        })
+    }
+
+    fn failed(&self, sent: &[Sent], error: &str) -> Result<(), StoreError> {
+        self.write(|tx| {
+            for s in sent {
+                if let Some(mut item) = tx.sent_item(s)? {
+                    item.attempts += 1;
+                    item.last_error = Some(error.to_string());
+                    tx.put(&s.key, &item)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn reject(&self, sent: &Sent, error: &str) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            let Some(mut item) = tx.sent_item(sent)? else {
+                return Ok(false);
+            };
+            tx.unindex(&sent.key, &item)?;
+            item.state = State::Rejected;
+            item.attempts += 1;
+            item.last_error = Some(error.to_string());
+            tx.index(&sent.key, &item)?;
+            Ok(true)
+        })
+    }
+
+    fn requeue(&self, key: &QueueKey) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            let Some(mut item) = tx.item(key)?.filter(|i| i.state == State::Rejected) else {
+                return Ok(false);
+            };
+            tx.unindex(key, &item)?;
+            item.state = State::Pending;
+            item.attempts = 0;
+            tx.index(key, &item)?;
+            Ok(true)
+        })
+    }
+
+    fn stats(&self, interface: &str) -> Result<Stats, StoreError> {
+        let count = |c| -> Result<u64, StoreError> {
+            Ok(layout::decode_u64(
+                self.meta.get(layout::count_key(interface, c))?.as_deref(),
+            ))
+        };
+        let oldest_pending_ms = self
+            .pending
+            .scan_prefix(layout::prefix(interface))
+            .next()
+            .transpose()?
+            .and_then(|(k, _)| layout::pending_queued_at(&k));
+        let backoff = match self.meta.get(layout::backoff_key(interface))? {
+            Some(b) => serde_json::from_slice(&b).map_err(|e| StoreError::Corrupt {
+                key: format!("backoff {interface}"),
+                reason: e.to_string(),
+            })?,
+            None => Backoff::default(),
+        };
+        Ok(Stats {
+            pending: count(Count::Pending)?,
+            rejected: count(Count::Rejected)?,
+            delivered: count(Count::Delivered)?,
+            oldest_pending_ms,
+            backoff,
+        })
+    }
+
+    fn set_backoff(&self, interface: &str, backoff: &Backoff) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(backoff).map_err(|e| StoreError::Corrupt {
+            key: format!("backoff {interface}"),
+            reason: e.to_string(),
+        })?;
+        self.meta.insert(layout::backoff_key(interface), bytes)?;
+        Ok(())
     }
 
     fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError> {
