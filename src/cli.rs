@@ -23,11 +23,62 @@ pub enum Command {
         #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Show the queue: per interface pending, rejected and delivered counts, the age of the
+    /// oldest pending record, the last delivery error and the next retry. Asks the running
+    /// service over its admin socket, or reads the data directory when it is stopped.
+    Status {
+        /// The service's config file (for its data directory); the sandbox default without.
+        #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
+        config: Option<PathBuf>,
+        /// Print JSON for scripts.
+        #[arg(long, global = true)]
+        json: bool,
+        /// Something more specific than the summary.
+        #[command(subcommand)]
+        what: Option<StatusWhat>,
+    },
+    /// Put records the platform rejected back in the queue.
+    Requeue {
+        /// The service's config file (for its data directory); the sandbox default without.
+        #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
+        config: Option<PathBuf>,
+        /// The key, as `status rejected` lists it (e.g. gl-code:main/4000).
+        #[arg(
+            required_unless_present = "all_rejected",
+            conflicts_with = "all_rejected"
+        )]
+        key: Option<String>,
+        /// Every rejected record.
+        #[arg(long)]
+        all_rejected: bool,
+    },
     /// Manage API keys.
     Key {
         /// Key commands.
         #[command(subcommand)]
         command: KeyCommand,
+    },
+}
+
+/// What `status` shows.
+#[derive(Debug, Subcommand)]
+pub enum StatusWhat {
+    /// Keys of pending records.
+    Pending {
+        /// Only this interface (its path, e.g. /general-ledger-codes/v1).
+        #[arg(long, value_name = "PATH")]
+        interface: Option<String>,
+    },
+    /// Keys of records the platform rejected.
+    Rejected {
+        /// Only this interface (its path, e.g. /general-ledger-codes/v1).
+        #[arg(long, value_name = "PATH")]
+        interface: Option<String>,
+    },
+    /// One queued record: its state, attempts, last error and XML.
+    Show {
+        /// The key, as `status pending` or `status rejected` lists it.
+        key: String,
     },
 }
 

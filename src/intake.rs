@@ -1,6 +1,7 @@
 //! The intake pipeline, free of HTTP: records in, an [`Outcome`] out, with every accepted
 //! record durably queued before the outcome is returned (D17).
 
+use crate::delivery::Waker;
 use crate::interfaces::{Interface, KeyPart, Mode};
 use crate::queue::{GroupCommit, NewRecord, QueueKey, Store, StoreError, now_ms};
 use crate::validate::Validator;
@@ -79,16 +80,19 @@ pub struct Intake {
     commit: GroupCommit,
     accounting_types: Vec<String>,
     max_records: usize,
+    delivery: Waker,
 }
 
 impl Intake {
-    /// An intake over `store`, syncing through `commit`.
+    /// An intake over `store`, syncing through `commit` and waking `delivery` when records
+    /// are stored.
     pub fn new(
         validator: Validator,
         store: Arc<dyn Store>,
         commit: GroupCommit,
         accounting_types: Vec<String>,
         max_records: usize,
+        delivery: Waker,
     ) -> Self {
         Self {
             validator,
@@ -96,6 +100,7 @@ impl Intake {
             commit,
             accounting_types,
             max_records,
+            delivery,
         }
     }
 
@@ -135,6 +140,7 @@ impl Intake {
         .map_err(|e| StoreError::Unavailable(e.to_string()))??;
         if stored {
             self.commit.durable().await?;
+            self.delivery.wake();
         }
         Ok(outcome)
     }

@@ -10,14 +10,17 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod admin;
 pub mod cli;
 pub mod config;
+pub mod delivery;
 pub mod http;
 pub mod intake;
 pub mod interfaces;
 pub mod keys;
 pub mod queue;
 pub mod service;
+pub mod status;
 pub mod telemetry;
 pub mod validate;
 pub mod xml;

@@ -1,11 +1,14 @@
 //! `ap-intake`: parse the command line, dispatch, turn the outcome into an exit code.
 #![forbid(unsafe_code)]
 
-use anyhow::Context;
-use ap_intake::cli::{Cli, Command, KeyCommand};
+use anyhow::{Context, bail};
+use ap_intake::admin::{self, Request, Response};
+use ap_intake::cli::{Cli, Command, KeyCommand, StatusWhat};
 use ap_intake::config::Config;
-use ap_intake::{interfaces, keys, service, telemetry};
+use ap_intake::queue::State;
+use ap_intake::{interfaces, keys, service, status, telemetry};
 use clap::Parser;
+use std::path::Path;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -31,6 +34,33 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             runtime.block_on(service::run(config))?;
             Ok(())
         }
+        Command::Status { config, json, what } => {
+            let data_dir = Config::data_dir_of(config.as_deref())?;
+            status_command(&data_dir, json, what)
+        }
+        Command::Requeue {
+            config,
+            key,
+            all_rejected,
+        } => {
+            let data_dir = Config::data_dir_of(config.as_deref())?;
+            let req = match key {
+                Some(key) if !all_rejected => Request::Requeue { key },
+                _ => Request::RequeueAllRejected,
+            };
+            match admin::query(&data_dir, &req)? {
+                Response::Requeued(0) if matches!(req, Request::Requeue { .. }) => {
+                    bail!(
+                        "nothing requeued: the key is not a rejected record (see `ap-intake status rejected`)"
+                    )
+                }
+                Response::Requeued(n) => {
+                    println!("{n} record(s) back in the queue");
+                    Ok(())
+                }
+                other => unexpected(other),
+            }
+        }
         Command::Key {
             command:
                 KeyCommand::Generate {
@@ -49,5 +79,63 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", keys::instructions(&name, &paths, &key));
             Ok(())
         }
+    }
+}
+
+fn status_command(data_dir: &Path, json: bool, what: Option<StatusWhat>) -> anyhow::Result<()> {
+    let interface_id = |path: Option<String>| -> anyhow::Result<Option<String>> {
+        path.map(|p| {
+            interfaces::by_path(&p)
+                .map(|i| i.id.to_string())
+                .with_context(|| {
+                    format!("{p:?} is not an interface path, such as /general-ledger-codes/v1")
+                })
+        })
+        .transpose()
+    };
+    let req = match what {
+        None => Request::Status,
+        Some(StatusWhat::Pending { interface }) => Request::Keys {
+            state: State::Pending,
+            interface: interface_id(interface)?,
+        },
+        Some(StatusWhat::Rejected { interface }) => Request::Keys {
+            state: State::Rejected,
+            interface: interface_id(interface)?,
+        },
+        Some(StatusWhat::Show { key }) => Request::Show { key },
+    };
+    let response = admin::query(data_dir, &req)?;
+    if json {
+        let value = match &response {
+            Response::Status(r) => serde_json::to_string_pretty(r)?,
+            Response::Keys(k) => serde_json::to_string_pretty(k)?,
+            Response::Item(i) => serde_json::to_string_pretty(i)?,
+            other => return unexpected(other.clone()),
+        };
+        println!("{value}");
+        return Ok(());
+    }
+    match response {
+        Response::Status(r) => print!("{}", status::render(&r)),
+        Response::Keys(keys) => keys.iter().for_each(|k| println!("{k}")),
+        Response::Item(Some(item)) => {
+            println!("interface:  {}", item.interface);
+            println!("state:      {:?}", item.state);
+            println!("version:    {}", item.version);
+            println!("attempts:   {}", item.attempts);
+            println!("last error: {}", item.last_error.as_deref().unwrap_or("-"));
+            println!("\n{}", item.xml);
+        }
+        Response::Item(None) => bail!("no queued record with that key"),
+        other => return unexpected(other),
+    }
+    Ok(())
+}
+
+fn unexpected(r: Response) -> anyhow::Result<()> {
+    match r {
+        Response::Error(e) => bail!("{e}"),
+        other => bail!("unexpected answer: {other:?}"),
     }
 }

@@ -1,6 +1,9 @@
 //! Start-up and shutdown of the whole service.
 
+use crate::admin;
 use crate::config::Config;
+use crate::delivery::target::{PlatformClient, SandboxSink, Target};
+use crate::delivery::{self, Worker};
 use crate::http::{self, App, RequestIds, auth::Auth};
 use crate::intake::Intake;
 use crate::interfaces::INTERFACES;
@@ -8,8 +11,12 @@ use crate::queue::{GroupCommit, SledStore, Store, StoreError};
 use crate::validate::{SchemaError, Validator};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::sync::oneshot;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
+
+/// How long shutdown waits for a delivery in flight.
+pub const DELIVERY_STOP_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +48,14 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+    /// The admin socket cannot be created.
+    #[error("cannot create the admin socket {path}: {source}")]
+    AdminSocket {
+        /// The socket.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A background thread cannot be started.
     #[error("cannot start a thread: {0}")]
     Thread(std::io::Error),
@@ -50,8 +65,10 @@ pub enum StartError {
 pub struct Running {
     /// The address the intake listens on (useful with port 0).
     pub addr: SocketAddr,
-    stop: oneshot::Sender<()>,
+    shutdown: watch::Sender<bool>,
     server: JoinHandle<()>,
+    admin: JoinHandle<std::io::Result<()>>,
+    worker: Worker,
     commit: GroupCommit,
     store: Arc<dyn Store>,
 }
@@ -67,27 +84,47 @@ impl Running {
         self.commit.syncs()
     }
 
-    /// Stops accepting, lets requests in flight finish, syncs the queue and closes it. When
-    /// this returns another process may open the data directory.
+    /// Stops accepting, lets requests in flight finish, stops the delivery worker (waiting up
+    /// to [`DELIVERY_STOP_DEADLINE`]), syncs the queue and closes it. When this returns another
+    /// process may open the data directory.
     pub async fn stop(self) {
-        let _ = self.stop.send(());
+        let _ = self.shutdown.send(true);
         let _ = self.server.await;
-        let (commit, store) = (self.commit, self.store);
+        let _ = self.admin.await;
+        let (worker, commit, store) = (self.worker, self.commit, self.store);
         let _ = tokio::task::spawn_blocking(move || {
+            if !worker.stop(DELIVERY_STOP_DEADLINE) {
+                tracing::warn!("the delivery in flight did not finish in time; it stays queued");
+            }
             commit.stop();
             drop(commit); // it holds the store too
-            let _ = store.sync();
+            if let Err(e) = store.sync() {
+                tracing::error!(error = %e, "final queue sync failed");
+            }
             // Connection tasks that served the last requests drop their handles shortly.
-            let deadline = std::time::Instant::now() + http::DRAIN_DEADLINE;
-            while Arc::strong_count(&store) > 1 && std::time::Instant::now() < deadline {
-                std::thread::sleep(std::time::Duration::from_millis(5));
+            let deadline = Instant::now() + http::DRAIN_DEADLINE;
+            while Arc::strong_count(&store) > 1 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
             }
         })
         .await;
     }
 }
 
-/// Opens the queue, compiles the schemas and starts serving.
+fn open_store(config: &Config) -> Result<Arc<dyn Store>, StartError> {
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir {
+        path: config.data_dir.clone(),
+        source,
+    })?;
+    let store = SledStore::open(&config.data_dir).map_err(|source| StartError::Queue {
+        path: config.data_dir.clone(),
+        source,
+    })?;
+    Ok(Arc::new(store))
+}
+
+/// Opens the queue, compiles the schemas, starts the delivery worker, the admin socket and
+/// the intake listener.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     let validator = Validator::load(config.schema_dir.as_deref())?;
     for iface in &INTERFACES {
@@ -95,24 +132,22 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             tracing::info!(interface = iface.id, schema = %path.display(), "schema replaced from schema_dir");
         }
     }
-    std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir {
-        path: config.data_dir.clone(),
-        source,
-    })?;
-    let store: Arc<dyn Store> =
-        Arc::new(
-            SledStore::open(&config.data_dir).map_err(|source| StartError::Queue {
-                path: config.data_dir.clone(),
-                source,
-            })?,
-        );
+    let store = open_store(config)?;
     let commit = GroupCommit::start(Arc::clone(&store)).map_err(StartError::Thread)?;
+    let target = match &config.platform {
+        Some(p) => Target::Platform(PlatformClient::new(p, config.delivery.timeout)),
+        None => Target::Sandbox(SandboxSink::new(&config.data_dir)),
+    };
+    let (worker, waker) =
+        delivery::Worker::start(Arc::clone(&store), target, config.delivery.settings)
+            .map_err(StartError::Thread)?;
     let intake = Intake::new(
         validator,
         Arc::clone(&store),
         commit.clone(),
         config.accounting_types.clone(),
         config.max_records,
+        waker.clone(),
     );
     let app = Arc::new(App {
         intake: Arc::new(intake),
@@ -131,14 +166,41 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         addr: config.listen,
         source,
     })?;
-    let (stop, stopped) = oneshot::channel();
-    let server = tokio::spawn(http::serve(listener, app, async {
-        let _ = stopped.await;
-    }));
+    let (shutdown, rx) = watch::channel(false);
+    let until = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    };
+    let socket = admin::socket_path(&config.data_dir);
+    let admin = tokio::spawn(admin::serve(
+        config.data_dir.clone(),
+        Arc::clone(&store),
+        waker,
+        until(rx.clone()),
+    ));
+    // Report a socket that cannot be created at start-up rather than silently later.
+    for _ in 0..200 {
+        if socket.exists() || admin.is_finished() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    if admin.is_finished() {
+        let source = match admin.await {
+            Ok(Err(e)) => e,
+            _ => std::io::Error::other("admin socket task ended"),
+        };
+        return Err(StartError::AdminSocket {
+            path: socket,
+            source,
+        });
+    }
+    let server = tokio::spawn(http::serve(listener, app, until(rx)));
     Ok(Running {
         addr,
-        stop,
+        shutdown,
         server,
+        admin,
+        worker,
         commit,
         store,
     })
@@ -146,25 +208,18 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
 
 /// Resolves on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
     let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {},
-                    _ = term.recv() => {},
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = ctrl_c => {},
+                _ = term.recv() => {},
             }
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
+        Err(_) => {
+            let _ = ctrl_c.await;
+        }
     }
 }
 
@@ -172,12 +227,19 @@ pub async fn shutdown_signal() {
 pub async fn run(config: Config) -> Result<(), StartError> {
     if config.sandbox {
         tracing::warn!(
-            "SANDBOX MODE: no API key is required and nothing is delivered to an AP platform (D21)"
+            "SANDBOX MODE: no API key is required and nothing is delivered to an AP platform; \
+             deliveries are kept in the data directory's sandbox-sink (D21)"
         );
     }
     let running = start(&config).await?;
     if config.plain_http && !config.sandbox {
         tracing::warn!("serving plain HTTP without TLS (server.plain_http = true)");
+    }
+    match &config.platform {
+        Some(p) => tracing::info!(platform = %p.url, "delivering to the AP platform"),
+        None => {
+            tracing::info!(sink = %delivery::target::sink_dir(&config.data_dir).display(), "delivering to the sandbox sink")
+        }
     }
     tracing::info!(listen = %running.addr, data_dir = %config.data_dir.display(), sandbox = config.sandbox, "ap-intake listening");
     shutdown_signal().await;

@@ -2,7 +2,12 @@
 //! checked into a [`Config`]. Every error names the key it is about. With no file the service
 //! runs as a sandbox (D21).
 
+mod platform;
+
+pub use platform::{Delivery, Platform, PlatformAuth};
+
 use crate::interfaces;
+use platform::{RawDelivery, RawPlatform};
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,6 +16,9 @@ use std::time::Duration;
 /// Accounting types accepted when the config names none (the spec's examples).
 pub const DEFAULT_ACCOUNTING_TYPES: [&str; 4] =
     ["COSTCENTRE", "DEPARTMENT", "PROJECT", "BUSINESSUNIT"];
+
+/// Where the queue lives when the config does not say (outside sandbox).
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/ap-intake";
 
 /// A configuration that cannot be used; the service does not start.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +69,8 @@ pub struct RawConfig {
     #[serde(default)]
     api_keys: Vec<RawApiKey>,
     platform: Option<RawPlatform>,
+    #[serde(default)]
+    delivery: RawDelivery,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -102,12 +112,6 @@ struct RawApiKey {
     name: String,
     sha256: String,
     interfaces: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPlatform {
-    url: String,
 }
 
 /// Which interfaces a key may use (D20).
@@ -153,8 +157,10 @@ pub struct Config {
     pub accounting_types: Vec<String>,
     /// Keys that may call the service.
     pub api_keys: Vec<ApiKey>,
-    /// Where deliveries go (`None` in sandbox).
-    pub platform_url: Option<String>,
+    /// Where deliveries go (`None` in sandbox: the built-in sink keeps them).
+    pub platform: Option<Platform>,
+    /// Batch size, timeout and backoff of deliveries.
+    pub delivery: Delivery,
 }
 
 impl Config {
@@ -171,7 +177,8 @@ impl Config {
             schema_dir: None,
             accounting_types: DEFAULT_ACCOUNTING_TYPES.map(String::from).to_vec(),
             api_keys: Vec::new(),
-            platform_url: None,
+            platform: None,
+            delivery: Delivery::default(),
         }
     }
 
@@ -182,6 +189,27 @@ impl Config {
             source,
         })?;
         Self::parse(&text, path)
+    }
+
+    /// The data directory named by the file at `path` (or the sandbox default without one),
+    /// for operator commands: secrets the service reads need not be readable by the operator.
+    pub fn data_dir_of(path: Option<&Path>) -> Result<PathBuf, ConfigError> {
+        let Some(path) = path else {
+            return Ok(Self::sandbox_default().data_dir);
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let raw: RawConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        Ok(match (raw.storage.data_dir, raw.sandbox.unwrap_or(false)) {
+            (Some(d), _) => d,
+            (None, true) => Self::sandbox_default().data_dir,
+            (None, false) => PathBuf::from(DEFAULT_DATA_DIR),
+        })
     }
 
     /// Checks `text`, the contents of the file at `path`.
@@ -236,7 +264,7 @@ impl RawConfig {
             }
             Some(d) => d,
             None if sandbox => base.data_dir,
-            None => PathBuf::from("/var/lib/ap-intake"),
+            None => PathBuf::from(DEFAULT_DATA_DIR),
         };
         let max_body_bytes = positive(self.limits.max_body_bytes, base.max_body_bytes)
             .map_err(|m| invalid("limits.max_body_bytes", m))?;
@@ -275,9 +303,13 @@ impl RawConfig {
                 "no [[api_keys]] configured; create one with `ap-intake key generate --name NAME`, or set sandbox = true".into(),
             ));
         }
-        let platform_url = match self.platform {
-            Some(p) => Some(check_url(&p.url).map_err(|m| invalid("platform.url", m))?),
-            None if sandbox => None,
+        // In sandbox the built-in sink receives deliveries; a [platform] is ignored.
+        let platform = match self.platform {
+            _ if sandbox => None,
+            Some(p) => Some(
+                p.check()
+                    .map_err(|(k, m)| invalid(&format!("platform.{k}"), m))?,
+            ),
             None => {
                 return Err(invalid(
                     "platform.url",
@@ -285,6 +317,10 @@ impl RawConfig {
                 ));
             }
         };
+        let delivery = self
+            .delivery
+            .check()
+            .map_err(|(k, m)| invalid(&format!("delivery.{k}"), m))?;
         Ok(Config {
             sandbox,
             listen,
@@ -296,7 +332,8 @@ impl RawConfig {
             schema_dir: self.validation.schema_dir,
             accounting_types,
             api_keys,
-            platform_url,
+            platform,
+            delivery,
         })
     }
 }
@@ -328,16 +365,6 @@ fn check_types(types: Option<Vec<String>>, default: Vec<String>) -> Result<Vec<S
         }
     }
     Ok(types)
-}
-
-fn check_url(url: &str) -> Result<String, String> {
-    let uri: http::Uri = url.parse().map_err(|_| format!("{url:?} is not a URL"))?;
-    match (uri.scheme_str(), uri.host()) {
-        (Some("https" | "http"), Some(_)) => Ok(url.to_string()),
-        _ => Err(format!(
-            "{url:?} must be an http:// or https:// URL with a host"
-        )),
-    }
 }
 
 impl RawApiKey {
@@ -395,7 +422,7 @@ mod tests {
 
     #[test]
     fn example_config_is_valid() {
-        let text = include_str!("../config.example.toml");
+        let text = include_str!("../../config.example.toml");
         let c = parse(text).unwrap();
         assert!(!c.sandbox);
         assert_eq!(c.listen.to_string(), "0.0.0.0:8443");

@@ -1,0 +1,167 @@
+//! Where deliveries go: the AP platform over HTTPS (ureq), or in sandbox the built-in sink
+//! (D21).
+
+use crate::config::{Platform, PlatformAuth};
+use crate::interfaces::Interface;
+use base64::Engine;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+/// What the target made of one document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// 2xx: the platform has it.
+    Delivered,
+    /// Network error, 408, 429, 5xx (or anything not understood): try again later.
+    Retry {
+        /// For logs and `status`.
+        error: String,
+        /// The platform's `Retry-After`.
+        retry_after: Option<Duration>,
+    },
+    /// Another 4xx: the platform refuses the content.
+    Rejected {
+        /// The status and the start of the answer, kept with a parked record.
+        error: String,
+    },
+}
+
+/// The delivery target.
+pub enum Target {
+    /// The AP platform.
+    Platform(PlatformClient),
+    /// The sandbox sink.
+    Sandbox(SandboxSink),
+}
+
+impl Target {
+    /// Sends one XML document of `records` records of `iface`.
+    pub fn send(&self, iface: &Interface, doc: &[u8], records: usize) -> Answer {
+        match self {
+            Self::Platform(p) => p.send(iface, doc),
+            Self::Sandbox(s) => s.keep(iface, doc, records),
+        }
+    }
+}
+
+/// The platform's HTTP client. One document per POST, to `<url>/<interface id>`.
+pub struct PlatformClient {
+    agent: ureq::Agent,
+    url: String,
+    authorization: Option<String>,
+}
+
+/// How much of a refusal's body is kept.
+const BODY_START: u64 = 300;
+
+impl PlatformClient {
+    /// A client for `platform`, giving up on one POST after `timeout`.
+    pub fn new(platform: &Platform, timeout: Duration) -> Self {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(timeout))
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .user_agent(concat!("ap-intake/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        let authorization = platform.auth.as_ref().map(|a| match a {
+            PlatformAuth::Bearer(token) => format!("Bearer {token}"),
+            PlatformAuth::Basic { username, password } => {
+                let raw = format!("{username}:{password}");
+                format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(raw)
+                )
+            }
+        });
+        Self {
+            agent,
+            url: platform.url.trim_end_matches('/').to_string(),
+            authorization,
+        }
+    }
+
+    /// The URL an interface's documents go to.
+    pub fn url_for(&self, iface: &Interface) -> String {
+        format!("{}/{}", self.url, iface.id)
+    }
+
+    fn send(&self, iface: &Interface, doc: &[u8]) -> Answer {
+        let mut req = self
+            .agent
+            .post(&self.url_for(iface))
+            .header("Content-Type", "application/xml; charset=utf-8");
+        if let Some(a) = &self.authorization {
+            req = req.header("Authorization", a);
+        }
+        let mut resp = match req.send(doc) {
+            Ok(r) => r,
+            Err(e) => {
+                return Answer::Retry {
+                    error: format!("{}: {e}", self.url_for(iface)),
+                    retry_after: None,
+                };
+            }
+        };
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| super::backoff::parse_retry_after(v, SystemTime::now()));
+        let mut start = Vec::new();
+        let _ = resp
+            .body_mut()
+            .as_reader()
+            .take(BODY_START)
+            .read_to_end(&mut start);
+        let error = format!("HTTP {status}: {}", String::from_utf8_lossy(&start).trim());
+        match status {
+            200..=299 => Answer::Delivered,
+            408 | 429 => Answer::Retry { error, retry_after },
+            400..=499 => Answer::Rejected { error },
+            _ => Answer::Retry { error, retry_after },
+        }
+    }
+}
+
+/// The sandbox's stand-in for the platform: keeps every document it receives as a file in
+/// `<data_dir>/sandbox-sink/`, named `<unix ms>-<seq>-<interface>-<records>.xml`.
+pub struct SandboxSink {
+    dir: PathBuf,
+    seq: AtomicU64,
+}
+
+impl SandboxSink {
+    /// The sink of the data directory `data_dir`.
+    pub fn new(data_dir: &Path) -> Self {
+        Self {
+            dir: sink_dir(data_dir),
+            seq: AtomicU64::new(0),
+        }
+    }
+
+    fn keep(&self, iface: &Interface, doc: &[u8], records: usize) -> Answer {
+        let ms = crate::queue::now_ms();
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{ms:013}-{seq:06}-{}-{records}.xml", iface.id);
+        let tmp = self.dir.join(format!(".{name}.tmp"));
+        let result = std::fs::create_dir_all(&self.dir)
+            .and_then(|()| std::fs::write(&tmp, doc))
+            .and_then(|()| std::fs::rename(&tmp, self.dir.join(&name)));
+        match result {
+            Ok(()) => Answer::Delivered,
+            Err(e) => Answer::Retry {
+                error: format!("sandbox sink {}: {e}", self.dir.display()),
+                retry_after: None,
+            },
+        }
+    }
+}
+
+/// Where the sandbox sink keeps what it received.
+pub fn sink_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("sandbox-sink")
+}
