@@ -211,7 +211,11 @@ fn sigterm_stops_the_service_cleanly() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "{status:?}");
-    assert_eq!(reopen(&dir.path().join("d")).items().unwrap().len(), 1);
+    // The queue is released and the record went to the sandbox sink (D21).
+    let store = reopen(&dir.path().join("d"));
+    assert_eq!(store.stats("general-ledger-codes-v1").unwrap().delivered, 1);
+    let sink: Vec<_> = std::fs::read_dir(dir.path().join("d/sandbox-sink")).unwrap().collect();
+    assert_eq!(sink.len(), 1);
 }
 
 /// README.md's first command runs the sandbox; its curl example gets the documented answer.

@@ -17,7 +17,7 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
 impl Policy {
     /// The ceiling after `failures` failures in a row: base, 2 base, 4 base, ... up to cap.
     pub fn ceiling(&self, failures: u32) -> Duration {
-        let doublings = failures.saturating_sub(1).min(32);
+        let doublings = failures.saturating_sub(1).min(31);
         self.base.saturating_mul(1 << doublings).min(self.cap)
     }
 

@@ -11,9 +11,9 @@ pub mod target;
 use crate::interfaces::{INTERFACES, Interface};
 use crate::queue::{Backoff, Item, QueueKey, Sent, Store, StoreError, now_ms};
 use crate::xml;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use target::{Answer, Target};
 
@@ -51,7 +51,7 @@ impl Waker {
 pub struct Worker {
     stop: Arc<AtomicBool>,
     waker: Waker,
-    done: Receiver<()>,
+    done: Mutex<Receiver<()>>,
 }
 
 impl Worker {
@@ -81,7 +81,7 @@ impl Worker {
             Self {
                 stop,
                 waker: waker.clone(),
-                done,
+                done: Mutex::new(done),
             },
             waker,
         ))
@@ -92,7 +92,10 @@ impl Worker {
     pub fn stop(self, deadline: Duration) -> bool {
         self.stop.store(true, Ordering::Relaxed);
         self.waker.wake();
-        self.done.recv_timeout(deadline).is_ok()
+        self.done
+            .lock()
+            .map(|done| done.recv_timeout(deadline).is_ok())
+            .unwrap_or(false)
     }
 }
 

@@ -2,6 +2,8 @@
 //! dir, and real HTTP clients (ureq, and a raw socket for what ureq would tidy up).
 #![allow(dead_code)]
 
+pub mod receiver;
+
 use ap_intake::config::Config;
 use ap_intake::interfaces::{self, Interface};
 use ap_intake::queue::{Item, QueueKey, SledStore, Store};
@@ -65,9 +67,23 @@ impl Reply {
     }
 }
 
+/// Where test apps deliver unless a test gives a receiver: a closed port (connection refused),
+/// so records stay pending.
+pub const NOWHERE: &str = "http://127.0.0.1:9/intake";
+
 /// The config text of a test app: production mode with two keys, plus `extra` lines appended
 /// to the top level (before any table).
 pub fn config_text(data_dir: &Path, extra_top: &str, extra_tables: &str) -> String {
+    config_for(data_dir, extra_top, NOWHERE, extra_tables)
+}
+
+/// [`config_text`] delivering to `platform_url`.
+pub fn config_for(
+    data_dir: &Path,
+    extra_top: &str,
+    platform_url: &str,
+    extra_tables: &str,
+) -> String {
     format!(
         r#"{extra_top}
 [server]
@@ -89,7 +105,7 @@ sha256 = "{gl}"
 interfaces = ["/general-ledger-codes/v1"]
 
 [platform]
-url = "https://ap.example.com/intake"
+url = "{platform_url}"
 {extra_tables}
 "#,
         dir = data_dir.display(),
@@ -107,6 +123,14 @@ impl TestApp {
     pub fn start_with(extra_top: &str, extra_tables: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let text = config_text(&dir.path().join("data"), extra_top, extra_tables);
+        let config = Config::parse(&text, Path::new("test.toml")).unwrap();
+        Self::start_config(dir, config)
+    }
+
+    /// Starts delivering to `platform_url`, with `extra_tables` in the config.
+    pub fn delivering_to(platform_url: &str, extra_tables: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let text = config_for(&dir.path().join("data"), "", platform_url, extra_tables);
         let config = Config::parse(&text, Path::new("test.toml")).unwrap();
         Self::start_config(dir, config)
     }
