@@ -214,7 +214,9 @@ fn sigterm_stops_the_service_cleanly() {
     // The queue is released and the record went to the sandbox sink (D21).
     let store = reopen(&dir.path().join("d"));
     assert_eq!(store.stats("general-ledger-codes-v1").unwrap().delivered, 1);
-    let sink: Vec<_> = std::fs::read_dir(dir.path().join("d/sandbox-sink")).unwrap().collect();
+    let sink: Vec<_> = std::fs::read_dir(dir.path().join("d/sandbox-sink"))
+        .unwrap()
+        .collect();
     assert_eq!(sink.len(), 1);
 }
 
