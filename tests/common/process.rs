@@ -1,0 +1,111 @@
+//! The real `ap-intake` binary as a child process.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ap-intake"))
+}
+
+/// A running `ap-intake serve`, killed when dropped.
+pub struct Service {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Service {
+    /// Starts `serve --config FILE` in `cwd` and waits for its "listening" log line.
+    pub fn start(config: &Path, cwd: &Path) -> Self {
+        let mut child = bin()
+            .args(["serve", "--config"])
+            .arg(config)
+            .current_dir(cwd)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let addr = wait_listening(&mut child);
+        Self { child, addr }
+    }
+
+    /// SIGKILL: no chance to flush anything.
+    pub fn kill_9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// SIGTERM, then waits (up to 20 s) for the exit status.
+    pub fn terminate(mut self) -> ExitStatus {
+        Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        let started = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "no exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads the child's stderr until it logs `listen=ADDR`; panics with its output if it exits.
+pub fn wait_listening(child: &mut Child) -> SocketAddr {
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut seen = String::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(rest) = line.split("listen=").nth(1) {
+                let addr = rest.split_whitespace().next().unwrap_or("").to_string();
+                let _ = tx.send(Ok(addr));
+            }
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+        let _ = tx.send(Err(seen)); // the service exited
+    });
+    match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(Ok(addr)) => addr.parse().unwrap(),
+        Ok(Err(stderr)) => panic!("the service exited before listening:\n{stderr}"),
+        Err(_) => panic!("the service did not log where it listens within 30 s"),
+    }
+}
+
+/// POSTs JSON to a service; status 0 when the connection failed.
+pub fn post(addr: SocketAddr, path: &str, body: &str, key: Option<&str>) -> super::Reply {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into();
+    let mut req = agent
+        .post(&format!("http://{addr}{path}"))
+        .header("Content-Type", "application/json");
+    if let Some(k) = key {
+        req = req.header("x-api-key", k);
+    }
+    match req.send(body) {
+        Ok(mut r) => super::reply_of(&mut r),
+        Err(e) => super::Reply {
+            status: 0,
+            headers: vec![],
+            text: e.to_string(),
+        },
+    }
+}
