@@ -93,17 +93,21 @@ impl Running {
         let _ = self.admin.await;
         let (worker, commit, store) = (self.worker, self.commit, self.store);
         let _ = tokio::task::spawn_blocking(move || {
-            if !worker.stop(DELIVERY_STOP_DEADLINE) {
-                tracing::warn!("the delivery in flight did not finish in time; it stays queued");
+            let worker_stopped = worker.stop(DELIVERY_STOP_DEADLINE);
+            if !worker_stopped {
+                tracing::warn!(
+                    "the delivery in flight did not finish in time; its records stay queued"
+                );
             }
             commit.stop();
             drop(commit); // it holds the store too
             if let Err(e) = store.sync() {
                 tracing::error!(error = %e, "final queue sync failed");
             }
-            // Connection tasks that served the last requests drop their handles shortly.
+            // Connection tasks that served the last requests drop their handles shortly; a
+            // worker stuck on the platform keeps its handle until the process exits.
             let deadline = Instant::now() + http::DRAIN_DEADLINE;
-            while Arc::strong_count(&store) > 1 && Instant::now() < deadline {
+            while worker_stopped && Arc::strong_count(&store) > 1 && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(5));
             }
         })

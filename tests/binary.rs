@@ -131,6 +131,69 @@ fn sigterm_stops_the_service_cleanly() {
     assert_eq!(sink.len(), 1);
 }
 
+/// SIGTERM lets a request in flight finish and does not wait forever for a platform that
+/// does not answer; the exit status is 0.
+#[test]
+fn sigterm_finishes_requests_in_flight_and_bounds_the_wait_for_the_platform() {
+    use std::io::{Read, Write};
+    let platform = common::receiver::Receiver::start();
+    platform.answer(|_| {
+        std::thread::sleep(std::time::Duration::from_secs(120));
+        common::receiver::ok()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.toml");
+    std::fs::write(
+        &file,
+        config_for(
+            &dir.path().join("data"),
+            "",
+            &platform.url(),
+            "[delivery]\ntimeout_secs = 120\n",
+        ),
+    )
+    .unwrap();
+    let service = Service::start(&file, dir.path());
+    let body = envelope(&[fixture("general-ledger-codes", "minimal")]).to_string();
+    assert_eq!(
+        post(service.addr, "/general-ledger-codes/v1", &body, Some(KEY)).status,
+        202
+    );
+    assert!(platform.wait_for(std::time::Duration::from_secs(10), |_| true));
+    std::thread::sleep(std::time::Duration::from_millis(300)); // the delivery is now hanging
+
+    // A request whose body is still arriving when SIGTERM comes.
+    let mut conn = std::net::TcpStream::connect(service.addr).unwrap();
+    let head = format!(
+        "POST /general-ledger-codes/v1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nx-api-key: {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).unwrap();
+    conn.write_all(&body.as_bytes()[..10]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let pid = service.child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    conn.write_all(&body.as_bytes()[10..]).unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 202"),
+        "the request in flight is answered: {answer}"
+    );
+
+    let started = std::time::Instant::now();
+    let status = service.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "bounded by the delivery deadline"
+    );
+}
+
 /// README.md's first command runs the sandbox; its curl example gets the documented answer.
 #[test]
 fn the_readme_quick_start_works() {

@@ -34,9 +34,7 @@ fn latest_delivered_rounds(platform: &Receiver) -> HashMap<String, u64> {
 }
 
 fn round_of_xml(xml: &str) -> u64 {
-    gl_records(xml)
-        .first()
-        .map_or(0, |(_, d)| round_of(d))
+    gl_records(xml).first().map_or(0, |(_, d)| round_of(d))
 }
 
 #[test]
