@@ -103,32 +103,39 @@ fn a_generated_key_works_and_only_its_hash_is_configured() {
 }
 
 #[test]
-fn sigterm_stops_the_service_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("c.toml");
-    std::fs::write(
-        &file,
-        format!(
+fn sigterm_and_sigint_stop_the_service_cleanly() {
+    for signal in ["-TERM", "-INT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        let data = dir.path().join("d");
+        let text = format!(
             "sandbox = true\n[server]\nlisten = \"127.0.0.1:0\"\n[storage]\ndata_dir = \"{}\"\n",
-            dir.path().join("d").display()
-        ),
-    )
-    .unwrap();
-    let service = Service::start(&file, dir.path());
-    let body = envelope(&[fixture("general-ledger-codes", "minimal")]).to_string();
-    assert_eq!(
-        post(service.addr, "/general-ledger-codes/v1", &body, None).status,
-        202
-    );
-    let status = service.terminate();
-    assert!(status.success(), "{status:?}");
-    // The queue is released and the record went to the sandbox sink (D21).
-    let store = reopen(&dir.path().join("d"));
-    assert_eq!(store.stats("general-ledger-codes-v1").unwrap().delivered, 1);
-    let sink: Vec<_> = std::fs::read_dir(dir.path().join("d/sandbox-sink"))
-        .unwrap()
-        .collect();
-    assert_eq!(sink.len(), 1);
+            data.display()
+        );
+        std::fs::write(&file, text).unwrap();
+        let mut service = Service::start(&file, dir.path());
+        let body = envelope(&[fixture("general-ledger-codes", "minimal")]).to_string();
+        assert_eq!(
+            post(service.addr, "/general-ledger-codes/v1", &body, None).status,
+            202
+        );
+        let status = service.signal(signal);
+        assert!(status.success(), "{signal}: {status:?}");
+        // The queue is released and the record went to the sandbox sink (D21).
+        let store = reopen(&data);
+        assert_eq!(
+            store.stats("general-ledger-codes-v1").unwrap().delivered,
+            1,
+            "{signal}"
+        );
+        assert_eq!(
+            std::fs::read_dir(data.join("sandbox-sink"))
+                .unwrap()
+                .count(),
+            1,
+            "{signal}"
+        );
+    }
 }
 
 /// SIGTERM lets a request in flight finish and does not wait forever for a platform that
@@ -153,7 +160,7 @@ fn sigterm_finishes_requests_in_flight_and_bounds_the_wait_for_the_platform() {
         ),
     )
     .unwrap();
-    let service = Service::start(&file, dir.path());
+    let mut service = Service::start(&file, dir.path());
     let body = envelope(&[fixture("general-ledger-codes", "minimal")]).to_string();
     assert_eq!(
         post(service.addr, "/general-ledger-codes/v1", &body, Some(KEY)).status,

@@ -2,7 +2,7 @@
 //! resends in flight and retry state across restarts. The platform is a real HTTP listener.
 
 mod common;
-use ap_intake::queue::{State, Store};
+use ap_intake::queue::State;
 use common::receiver::{Receiver, gl_records, ok};
 use common::*;
 use serde_json::{Value, json};
@@ -123,6 +123,30 @@ fn platform_credentials_are_sent_from_a_file() {
     assert_eq!(
         platform.received()[0].0.header("authorization"),
         Some("Bearer s3cret-token")
+    );
+}
+
+#[test]
+fn basic_credentials_are_sent_with_the_password_from_a_file() {
+    let platform = Receiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, "pa:ss\n").unwrap();
+    let text = config_for(&dir.path().join("data"), "", &platform.url(), FAST).replace(
+        "[platform]\n",
+        &format!(
+            "[platform]\nusername = \"ap\"\npassword_file = \"{}\"\n",
+            password.display()
+        ),
+    );
+    let config = ap_intake::config::Config::parse(&text, std::path::Path::new("t.toml")).unwrap();
+    let app = TestApp::start_config(dir, config);
+    app.post_records(GL, &[gl("A", "a")]);
+    assert!(platform.wait_for(WAIT, |r| !r.is_empty()));
+    // base64("ap:pa:ss")
+    assert_eq!(
+        platform.received()[0].0.header("authorization"),
+        Some("Basic YXA6cGE6c3M=")
     );
 }
 

@@ -4,14 +4,13 @@
 //! and what the sandbox sink received.
 
 mod common;
+use common::process::{Service, bin};
 use common::receiver::*;
 use common::*;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::path::PathBuf;
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 const GL: &str = "general-ledger-codes-v1";
@@ -21,101 +20,6 @@ const VENDOR: &str = "vendor-data-v1";
 const DELIVERY: &str = "[delivery]\nbackoff_base_ms = 50\nbackoff_cap_ms = 200\n";
 /// How long a poll waits for the service to get somewhere.
 const PATIENCE: Duration = Duration::from_secs(15);
-
-fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ap-intake"));
-    c.env_remove("AP_INTAKE_CONFIG");
-    c
-}
-
-/// The running `serve` process; killed when dropped (a failed assert included).
-struct Service {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Service {
-    /// Starts `serve --config FILE` in `cwd` and waits for its "listen=" log line.
-    fn start(config: &Path, cwd: &Path) -> Self {
-        let mut child = bin()
-            .args(["serve", "--config"])
-            .arg(config)
-            .current_dir(cwd)
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let mut service = Self {
-            child,
-            addr: "0.0.0.0:0".parse().unwrap(),
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut seen = String::new();
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("listen=").nth(1) {
-                    let addr = rest.split_whitespace().next().unwrap_or("").to_string();
-                    let _ = tx.send(Ok(addr));
-                }
-                seen.push_str(&line);
-                seen.push('\n');
-            }
-            let _ = tx.send(Err(seen)); // the service exited
-        });
-        service.addr = match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(Ok(addr)) => addr.parse().unwrap(),
-            Ok(Err(stderr)) => panic!("the service exited before listening:\n{stderr}"),
-            Err(_) => panic!("the service did not log where it listens within 30 s"),
-        };
-        service
-    }
-
-    /// SIGTERM, then waits (bounded) for the exit.
-    fn terminate(&mut self) -> ExitStatus {
-        let sent = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success(), "kill -TERM failed");
-        let started = Instant::now();
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(
-                started.elapsed() < PATIENCE,
-                "no exit within 15 s of SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn post(&self, path: &str, records: &[Value], key: Option<&str>) -> Reply {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(10)))
-            .build()
-            .into();
-        let mut req = agent
-            .post(&format!("http://{}{path}", self.addr))
-            .header("Content-Type", "application/json");
-        if let Some(k) = key {
-            req = req.header("x-api-key", k);
-        }
-        let mut resp = req.send(&envelope(records).to_string()).unwrap();
-        reply_of(&mut resp)
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 /// A temp dir with `data/` as the data directory and `ap-intake.toml` as the config file.
 struct Setup {
@@ -239,9 +143,9 @@ fn status_answers_from_the_running_service_and_from_the_data_directory() {
 
     let codes = ["4000", "4010", "4020"];
     let records: Vec<Value> = codes.iter().map(|c| gl(c)).collect();
-    let r = service.post(GL_PATH, &records, Some(KEY));
+    let r = service.post_records(GL_PATH, &records, Some(KEY));
     assert_eq!(r.status, 202, "{}", r.text);
-    let r = service.post(
+    let r = service.post_records(
         "/vendor-data/v1",
         &[fixture("vendor-data", "minimal")],
         Some(KEY),
@@ -360,7 +264,7 @@ fn rejected_records_are_listed_and_requeued_from_the_command_line() {
     });
     let setup = Setup::new("", &receiver.url());
     let mut service = setup.serve();
-    let r = service.post(
+    let r = service.post_records(
         GL_PATH,
         &[gl("GOOD-1"), gl("BAD-1"), gl("GOOD-2")],
         Some(KEY),
@@ -452,7 +356,7 @@ fn rejected_records_are_listed_and_requeued_from_the_command_line() {
             ok()
         }
     });
-    let r = service.post(GL_PATH, &[gl("BAD-2")], Some(KEY));
+    let r = service.post_records(GL_PATH, &[gl("BAD-2")], Some(KEY));
     assert_eq!(r.status, 202, "{}", r.text);
     setup.report_until("BAD-2 rejected", |r| count(r, GL, "rejected") == 1);
     let status = service.terminate();
@@ -538,7 +442,7 @@ fn sandbox_status_shows_what_the_sink_received() {
     let service = setup.serve();
     let codes = ["5000", "5010", "5020"];
     let records: Vec<Value> = codes.iter().map(|c| gl(c)).collect();
-    let r = service.post(GL_PATH, &records, None);
+    let r = service.post_records(GL_PATH, &records, None);
     assert_eq!(r.status, 202, "{}", r.text);
 
     let report = setup.report_until("3 GL codes delivered to the sink", |r| {

@@ -110,10 +110,7 @@ impl SledStore {
     /// Opens (or creates) the queue in `data_dir`. Fails when another process holds it.
     pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
         let dir = data_dir.join("queue");
-        let db = sled::Config::new()
-            .path(&dir)
-            .mode(sled::Mode::HighThroughput)
-            .open()?;
+        let db = open_db(&dir)?;
         Ok(Self {
             items: db.open_tree("items")?,
             pending: db.open_tree("pending")?,
@@ -188,6 +185,31 @@ impl SledStore {
             File::open(&blobs)?.sync_all()?;
         }
         Ok(())
+    }
+}
+
+/// How long an open waits for a lock that is being released.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// sled's background threads let go of its directory lock a moment after the database is
+/// dropped, so an open right after a close (a restart in one process) retries briefly. A lock
+/// held by a running service still fails, after [`LOCK_PATIENCE`].
+fn open_db(dir: &Path) -> Result<sled::Db, StoreError> {
+    let started = std::time::Instant::now();
+    loop {
+        match sled::Config::new()
+            .path(dir)
+            .mode(sled::Mode::HighThroughput)
+            .open()
+        {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && started.elapsed() < LOCK_PATIENCE =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            other => return Ok(other?),
+        }
     }
 }
 

@@ -6,8 +6,11 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+/// The binary, unaffected by an `AP_INTAKE_CONFIG` in the test's environment.
 pub fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ap-intake"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ap-intake"));
+    c.env_remove("AP_INTAKE_CONFIG");
+    c
 }
 
 /// A running `ap-intake serve`, killed when dropped.
@@ -37,10 +40,25 @@ impl Service {
         self.child.wait().unwrap();
     }
 
+    /// POSTs the envelope around `records`.
+    pub fn post_records(
+        &self,
+        path: &str,
+        records: &[serde_json::Value],
+        key: Option<&str>,
+    ) -> super::Reply {
+        post(self.addr, path, &super::envelope(records).to_string(), key)
+    }
+
     /// SIGTERM, then waits (up to 20 s) for the exit status.
-    pub fn terminate(mut self) -> ExitStatus {
+    pub fn terminate(&mut self) -> ExitStatus {
+        self.signal("-TERM")
+    }
+
+    /// Sends a signal (`-TERM`, `-INT`), then waits (up to 20 s) for the exit status.
+    pub fn signal(&mut self, signal: &str) -> ExitStatus {
         Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
+            .args([signal, &self.child.id().to_string()])
             .status()
             .unwrap();
         let started = Instant::now();
