@@ -106,46 +106,35 @@ fn documents_hold_at_most_batch_size_records() {
     assert!(sizes.iter().all(|&n| (1..=2).contains(&n)), "{sizes:?}");
 }
 
-#[test]
-fn platform_credentials_are_sent_from_a_file() {
+/// The `authorization` header the platform gets when `[platform]` also has `secret_key`
+/// pointing at a file holding `secret`, plus `lines`.
+fn authorization_with(lines: &str, secret_key: &str, secret: &str) -> Option<String> {
     let platform = Receiver::start();
     let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, "s3cret-token\n").unwrap();
-    let text = config_for(&dir.path().join("data"), "", &platform.url(), FAST).replace(
-        "[platform]\n",
-        &format!("[platform]\nbearer_token_file = \"{}\"\n", token.display()),
-    );
+    let file = dir.path().join("secret");
+    std::fs::write(&file, format!("{secret}\n")).unwrap();
+    let platform_lines = format!("[platform]\n{lines}{secret_key} = \"{}\"\n", file.display());
+    let text = config_for(&dir.path().join("data"), "", &platform.url(), FAST)
+        .replace("[platform]\n", &platform_lines);
     let config = ap_intake::config::Config::parse(&text, std::path::Path::new("t.toml")).unwrap();
     let app = TestApp::start_config(dir, config);
     app.post_records(GL, &[gl("A", "a")]);
     assert!(platform.wait_for(WAIT, |r| !r.is_empty()));
-    assert_eq!(
-        platform.received()[0].0.header("authorization"),
-        Some("Bearer s3cret-token")
-    );
+    platform.received()[0]
+        .0
+        .header("authorization")
+        .map(str::to_string)
 }
 
 #[test]
-fn basic_credentials_are_sent_with_the_password_from_a_file() {
-    let platform = Receiver::start();
-    let dir = tempfile::tempdir().unwrap();
-    let password = dir.path().join("password");
-    std::fs::write(&password, "pa:ss\n").unwrap();
-    let text = config_for(&dir.path().join("data"), "", &platform.url(), FAST).replace(
-        "[platform]\n",
-        &format!(
-            "[platform]\nusername = \"ap\"\npassword_file = \"{}\"\n",
-            password.display()
-        ),
+fn platform_credentials_are_sent_from_files() {
+    assert_eq!(
+        authorization_with("", "bearer_token_file", "s3cret-token").as_deref(),
+        Some("Bearer s3cret-token")
     );
-    let config = ap_intake::config::Config::parse(&text, std::path::Path::new("t.toml")).unwrap();
-    let app = TestApp::start_config(dir, config);
-    app.post_records(GL, &[gl("A", "a")]);
-    assert!(platform.wait_for(WAIT, |r| !r.is_empty()));
     // base64("ap:pa:ss")
     assert_eq!(
-        platform.received()[0].0.header("authorization"),
+        authorization_with("username = \"ap\"\n", "password_file", "pa:ss").as_deref(),
         Some("Basic YXA6cGE6c3M=")
     );
 }
