@@ -23,6 +23,16 @@ pub enum Command {
         #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Check a config file without starting: every key, the TLS certificate, key and client
+    /// CA, the platform secret files and the schema overrides. Exits non-zero with the problem.
+    CheckConfig {
+        /// The TOML configuration file.
+        #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
+        config: PathBuf,
+    },
+    /// Print the example configuration, every key documented (a starting point for
+    /// /etc/ap-intake/config.toml).
+    PrintConfig,
     /// Show the queue: per interface pending, rejected and delivered counts, the age of the
     /// oldest pending record, the last delivery error and the next retry. Asks the running
     /// service over its admin socket, or reads the data directory when it is stopped.

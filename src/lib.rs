@@ -18,6 +18,7 @@ pub mod http;
 pub mod intake;
 pub mod interfaces;
 pub mod keys;
+pub mod metrics;
 pub mod queue;
 pub mod service;
 pub mod status;

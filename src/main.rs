@@ -5,7 +5,9 @@ use anyhow::{Context, bail};
 use ap_intake::admin::{self, Request, Response};
 use ap_intake::cli::{Cli, Command, KeyCommand, StatusWhat};
 use ap_intake::config::Config;
+use ap_intake::http::tls;
 use ap_intake::queue::State;
+use ap_intake::validate::Validator;
 use ap_intake::{interfaces, keys, service, status, telemetry};
 use clap::Parser;
 use std::path::Path;
@@ -29,9 +31,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(path) => Config::load(&path)?,
                 None => Config::sandbox_default(),
             };
-            telemetry::init();
+            let _log = telemetry::init(&config.log)?;
             let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
             runtime.block_on(service::run(config))?;
+            Ok(())
+        }
+        Command::CheckConfig { config } => check_config(&config),
+        Command::PrintConfig => {
+            print!("{}", ap_intake::config::EXAMPLE);
             Ok(())
         }
         Command::Status { config, json, what } => {
@@ -80,6 +87,51 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Everything `serve` would check before listening, without opening the queue.
+fn check_config(path: &Path) -> anyhow::Result<()> {
+    let config = Config::load(path)?;
+    if let Some(t) = &config.server.tls {
+        tls::server_config(t)?;
+    }
+    let validator = Validator::load(config.schema_dir.as_deref())?;
+    let overridden = interfaces::INTERFACES
+        .iter()
+        .filter(|i| validator.origin(i).is_some())
+        .count();
+    let listener = match &config.server.tls {
+        Some(t) => match (&t.client_ca, t.client_auth) {
+            (None, _) => "https".to_string(),
+            (Some(_), auth) => format!("https, client certificates {auth:?}").to_lowercase(),
+        },
+        None => "plain http".to_string(),
+    };
+    println!("{}: OK", path.display());
+    println!(
+        "  mode:        {}",
+        if config.sandbox {
+            "sandbox (D21)"
+        } else {
+            "production"
+        }
+    );
+    println!("  listen:      {} ({listener})", config.server.listen);
+    match config.admin.listen {
+        Some(a) => println!("  admin:       http://{a}/ (healthz, readyz, metrics)"),
+        None => println!("  admin:       off"),
+    }
+    println!("  data dir:    {}", config.data_dir.display());
+    match &config.platform {
+        Some(p) => println!("  platform:    {}", p.url),
+        None => println!("  platform:    sandbox sink"),
+    }
+    println!("  api keys:    {}", config.api_keys.len());
+    println!(
+        "  schemas:     {} compiled, {overridden} from schema_dir",
+        interfaces::INTERFACES.len()
+    );
+    Ok(())
 }
 
 fn status_command(data_dir: &Path, json: bool, what: Option<StatusWhat>) -> anyhow::Result<()> {

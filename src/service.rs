@@ -4,9 +4,13 @@ use crate::admin;
 use crate::config::Config;
 use crate::delivery::target::{PlatformClient, SandboxSink, Target};
 use crate::delivery::{self, Worker};
+use crate::http::conn::ConnSettings;
+use crate::http::ops::{self, Ops};
+use crate::http::tls::{self, TlsError};
 use crate::http::{self, App, RequestIds, auth::Auth};
 use crate::intake::Intake;
 use crate::interfaces::INTERFACES;
+use crate::metrics::Metrics;
 use crate::queue::{GroupCommit, SledStore, Store, StoreError};
 use crate::validate::{SchemaError, Validator};
 use std::net::SocketAddr;
@@ -56,6 +60,9 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+    /// The TLS certificate, key or client CA cannot be used.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
     /// A background thread cannot be started.
     #[error("cannot start a thread: {0}")]
     Thread(std::io::Error),
@@ -65,9 +72,12 @@ pub enum StartError {
 pub struct Running {
     /// The address the intake listens on (useful with port 0).
     pub addr: SocketAddr,
+    /// The address of the admin listener (`/healthz`, `/readyz`, `/metrics`), if enabled.
+    pub ops_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     server: JoinHandle<()>,
     admin: JoinHandle<std::io::Result<()>>,
+    ops: Option<JoinHandle<()>>,
     worker: Worker,
     commit: GroupCommit,
     store: Arc<dyn Store>,
@@ -91,6 +101,9 @@ impl Running {
         let _ = self.shutdown.send(true);
         let _ = self.server.await;
         let _ = self.admin.await;
+        if let Some(ops) = self.ops {
+            let _ = ops.await;
+        }
         let (worker, commit, store) = (self.worker, self.commit, self.store);
         let _ = tokio::task::spawn_blocking(move || {
             let worker_stopped = worker.stop(DELIVERY_STOP_DEADLINE);
@@ -127,8 +140,18 @@ fn open_store(config: &Config) -> Result<Arc<dyn Store>, StartError> {
     Ok(Arc::new(store))
 }
 
-/// Opens the queue, compiles the schemas, starts the delivery worker, the admin socket and
-/// the intake listener.
+async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), StartError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Listen { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| StartError::Listen { addr, source })?;
+    Ok((listener, local))
+}
+
+/// Opens the queue, compiles the schemas, starts the delivery worker, the admin socket, the
+/// admin listener and the intake listener.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     let validator = Validator::load(config.schema_dir.as_deref())?;
     for iface in &INTERFACES {
@@ -136,15 +159,26 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             tracing::info!(interface = iface.id, schema = %path.display(), "schema replaced from schema_dir");
         }
     }
+    let tls = config
+        .server
+        .tls
+        .as_ref()
+        .map(tls::server_config)
+        .transpose()?;
     let store = open_store(config)?;
     let commit = GroupCommit::start(Arc::clone(&store)).map_err(StartError::Thread)?;
+    let metrics = Arc::new(Metrics::default());
     let target = match &config.platform {
         Some(p) => Target::Platform(PlatformClient::new(p, config.delivery.timeout)),
         None => Target::Sandbox(SandboxSink::new(&config.data_dir)),
     };
-    let (worker, waker) =
-        delivery::Worker::start(Arc::clone(&store), target, config.delivery.settings)
-            .map_err(StartError::Thread)?;
+    let (worker, waker) = delivery::Worker::start(
+        Arc::clone(&store),
+        target,
+        config.delivery.settings,
+        Arc::clone(&metrics),
+    )
+    .map_err(StartError::Thread)?;
     let intake = Intake::new(
         validator,
         Arc::clone(&store),
@@ -157,19 +191,15 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         intake: Arc::new(intake),
         auth: Auth::new(config.sandbox, config.api_keys.clone()),
         max_body_bytes: config.max_body_bytes,
-        body_timeout: config.body_timeout,
+        body_timeout: config.server.body_timeout,
         request_ids: RequestIds::default(),
+        metrics: Arc::clone(&metrics),
     });
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| StartError::Listen {
-            addr: config.listen,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| StartError::Listen {
-        addr: config.listen,
-        source,
-    })?;
+    let (listener, addr) = bind(config.server.listen).await?;
+    let ops_listener = match config.admin.listen {
+        Some(a) => Some(bind(a).await?),
+        None => None,
+    };
     let (shutdown, rx) = watch::channel(false);
     let until = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
@@ -198,12 +228,40 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             source,
         });
     }
-    let server = tokio::spawn(http::serve(listener, app, until(rx)));
+    let (ops, ops_addr) = match ops_listener {
+        Some((listener, a)) => {
+            let state = Arc::new(Ops {
+                store: Arc::clone(&store),
+                commit: commit.clone(),
+                metrics,
+                schemas: INTERFACES.len(),
+            });
+            (
+                Some(tokio::spawn(ops::serve(listener, state, until(rx.clone())))),
+                Some(a),
+            )
+        }
+        None => (None, None),
+    };
+    let settings = ConnSettings {
+        tls: tls.map(tokio_rustls::TlsAcceptor::from),
+        handshake_timeout: config.server.handshake_timeout,
+        header_timeout: config.server.header_timeout,
+    };
+    let server = tokio::spawn(http::serve(
+        listener,
+        app,
+        settings,
+        config.server.max_connections,
+        until(rx),
+    ));
     Ok(Running {
         addr,
+        ops_addr,
         shutdown,
         server,
         admin,
+        ops,
         worker,
         commit,
         store,
@@ -236,7 +294,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
         );
     }
     let running = start(&config).await?;
-    if config.plain_http && !config.sandbox {
+    if config.server.tls.is_none() && !config.sandbox {
         tracing::warn!("serving plain HTTP without TLS (server.plain_http = true)");
     }
     match &config.platform {
@@ -245,10 +303,27 @@ pub async fn run(config: Config) -> Result<(), StartError> {
             tracing::info!(sink = %delivery::target::sink_dir(&config.data_dir).display(), "delivering to the sandbox sink")
         }
     }
-    tracing::info!(listen = %running.addr, data_dir = %config.data_dir.display(), sandbox = config.sandbox, "ap-intake listening");
+    if let Some(a) = running.ops_addr {
+        tracing::info!(admin = %a, "admin listener: /healthz /readyz /metrics");
+    }
+    let scheme = if config.server.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    tracing::info!(listen = %running.addr, scheme, data_dir = %config.data_dir.display(), sandbox = config.sandbox, "ap-intake listening");
+    notify(sd_notify::NotifyState::Ready);
     shutdown_signal().await;
+    notify(sd_notify::NotifyState::Stopping);
     tracing::info!("shutting down: finishing requests in flight");
     running.stop().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Tells systemd (Type=notify) where the service stands; nothing without NOTIFY_SOCKET.
+fn notify(state: sd_notify::NotifyState) {
+    if let Err(e) = sd_notify::notify(false, &[state]) {
+        tracing::debug!(error = %e, "sd_notify failed");
+    }
 }

@@ -90,7 +90,7 @@ fn a_generated_key_works_and_only_its_hash_is_configured() {
 
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\nplain_http = true\n[storage]\ndata_dir = \"{}\"\n[platform]\nurl = \"https://ap.example.com\"\n{block}",
+        "[server]\nlisten = \"127.0.0.1:0\"\nplain_http = true\n[storage]\ndata_dir = \"{}\"\n[platform]\nurl = \"https://ap.example.com\"\n[admin]\nlisten = \"\"\n{block}",
         dir.path().join("data").display()
     );
     let file = dir.path().join("c.toml");
@@ -109,7 +109,7 @@ fn sigterm_and_sigint_stop_the_service_cleanly() {
         let file = dir.path().join("c.toml");
         let data = dir.path().join("d");
         let text = format!(
-            "sandbox = true\n[server]\nlisten = \"127.0.0.1:0\"\n[storage]\ndata_dir = \"{}\"\n",
+            "sandbox = true\n[server]\nlisten = \"127.0.0.1:0\"\n[storage]\ndata_dir = \"{}\"\n[admin]\nlisten = \"\"\n",
             data.display()
         );
         std::fs::write(&file, text).unwrap();

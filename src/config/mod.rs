@@ -3,12 +3,15 @@
 //! runs as a sandbox (D21).
 
 mod platform;
+mod server;
 
 pub use platform::{Delivery, Platform, PlatformAuth};
+pub use server::{Admin, ClientAuth, Log, LogFormat, Server, Tls};
 
 use crate::interfaces;
 use platform::{RawDelivery, RawPlatform};
 use serde::Deserialize;
+use server::{RawAdmin, RawLog, RawServer};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,6 +19,9 @@ use std::time::Duration;
 /// Accounting types accepted when the config names none (the spec's examples).
 pub const DEFAULT_ACCOUNTING_TYPES: [&str; 4] =
     ["COSTCENTRE", "DEPARTMENT", "PROJECT", "BUSINESSUNIT"];
+
+/// The example configuration, every key documented (`ap-intake print-config`).
+pub const EXAMPLE: &str = include_str!("../../config.example.toml");
 
 /// Where the queue lives when the config does not say (outside sandbox).
 pub const DEFAULT_DATA_DIR: &str = "/var/lib/ap-intake";
@@ -71,14 +77,10 @@ pub struct RawConfig {
     platform: Option<RawPlatform>,
     #[serde(default)]
     delivery: RawDelivery,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawServer {
-    listen: Option<String>,
-    plain_http: Option<bool>,
-    body_timeout_secs: Option<u64>,
+    #[serde(default)]
+    admin: RawAdmin,
+    #[serde(default)]
+    log: RawLog,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -112,6 +114,8 @@ struct RawApiKey {
     name: String,
     sha256: String,
     interfaces: Vec<String>,
+    rate_limit_per_second: Option<u32>,
+    burst: Option<u32>,
 }
 
 /// Which interfaces a key may use (D20).
@@ -132,6 +136,17 @@ pub struct ApiKey {
     pub sha256: [u8; 32],
     /// What it may use.
     pub access: Access,
+    /// Requests per second and burst; `None` is unlimited.
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// A per-key rate limit: a steady rate and the burst allowed on top of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Requests per second.
+    pub per_second: std::num::NonZeroU32,
+    /// Requests allowed at once (defaults to the rate).
+    pub burst: std::num::NonZeroU32,
 }
 
 /// A checked configuration.
@@ -139,12 +154,12 @@ pub struct ApiKey {
 pub struct Config {
     /// No API keys; deliveries go to the built-in sink (D21).
     pub sandbox: bool,
-    /// Address and port of the intake listener.
-    pub listen: SocketAddr,
-    /// Serve plain HTTP (no TLS).
-    pub plain_http: bool,
-    /// How long a client may take to send its body (408 after that, D5).
-    pub body_timeout: Duration,
+    /// The intake listener: address, TLS, timeouts, connection cap.
+    pub server: Server,
+    /// The operator's HTTP listener.
+    pub admin: Admin,
+    /// Logging.
+    pub log: Log,
     /// Where the queue lives.
     pub data_dir: PathBuf,
     /// Largest accepted body (413 above, D5).
@@ -168,9 +183,18 @@ impl Config {
     pub fn sandbox_default() -> Self {
         Self {
             sandbox: true,
-            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            plain_http: true,
-            body_timeout: Duration::from_secs(30),
+            server: Server {
+                listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+                tls: None,
+                header_timeout: Duration::from_secs(10),
+                body_timeout: Duration::from_secs(30),
+                handshake_timeout: Duration::from_secs(10),
+                max_connections: 1024,
+            },
+            admin: Admin {
+                listen: Some(SocketAddr::from(([127, 0, 0, 1], 9090))),
+            },
+            log: Log::default(),
             data_dir: PathBuf::from("ap-intake-data"),
             max_body_bytes: 32 * 1024 * 1024,
             max_records: 10_000,
@@ -231,33 +255,11 @@ impl RawConfig {
         };
         let sandbox = self.sandbox.unwrap_or(false);
         let base = Config::sandbox_default();
-        let listen = match &self.server.listen {
-            Some(s) => s.parse().map_err(|_| {
-                invalid(
-                    "server.listen",
-                    format!("{s:?} is not an address and port such as \"0.0.0.0:8443\""),
-                )
-            })?,
-            None if sandbox => base.listen,
-            None => SocketAddr::from(([0, 0, 0, 0], 8443)),
-        };
-        let plain_http = self.server.plain_http.unwrap_or(sandbox);
-        if !plain_http && !sandbox {
-            return Err(invalid(
-                "server.plain_http",
-                "no TLS is configured; set plain_http = true to serve plain HTTP".into(),
-            ));
-        }
-        let body_timeout = match self.server.body_timeout_secs {
-            Some(0) => {
-                return Err(invalid(
-                    "server.body_timeout_secs",
-                    "must be at least 1".into(),
-                ));
-            }
-            Some(s) => Duration::from_secs(s),
-            None => base.body_timeout,
-        };
+        let section =
+            |name: &'static str| move |(k, m): (&str, String)| invalid(&format!("{name}.{k}"), m);
+        let server = self.server.check(sandbox).map_err(section("server"))?;
+        let admin = self.admin.check().map_err(section("admin"))?;
+        let log = self.log.check().map_err(section("log"))?;
         let data_dir = match self.storage.data_dir {
             Some(d) if d.as_os_str().is_empty() => {
                 return Err(invalid("storage.data_dir", "must not be empty".into()));
@@ -323,9 +325,9 @@ impl RawConfig {
             .map_err(|(k, m)| invalid(&format!("delivery.{k}"), m))?;
         Ok(Config {
             sandbox,
-            listen,
-            plain_http,
-            body_timeout,
+            server,
+            admin,
+            log,
             data_dir,
             max_body_bytes,
             max_records,
@@ -402,10 +404,22 @@ impl RawApiKey {
                 .collect::<Result<Vec<_>, _>>()?;
             Access::Only(ids)
         };
+        let nonzero = |v: u32, key| {
+            std::num::NonZeroU32::new(v).ok_or((key, "must be at least 1".to_string()))
+        };
+        let rate_limit = match (self.rate_limit_per_second, self.burst) {
+            (None, None) => None,
+            (None, Some(_)) => return Err(("burst", "needs rate_limit_per_second".into())),
+            (Some(rate), burst) => Some(RateLimit {
+                per_second: nonzero(rate, "rate_limit_per_second")?,
+                burst: nonzero(burst.unwrap_or(rate), "burst")?,
+            }),
+        };
         Ok(ApiKey {
             name: self.name,
             sha256,
             access,
+            rate_limit,
         })
     }
 }
@@ -425,7 +439,7 @@ mod tests {
         let text = include_str!("../../config.example.toml");
         let c = parse(text).unwrap();
         assert!(!c.sandbox);
-        assert_eq!(c.listen.to_string(), "0.0.0.0:8443");
+        assert_eq!(c.server.listen.to_string(), "0.0.0.0:8443");
         assert_eq!(c.max_body_bytes, 33_554_432);
         assert_eq!(c.max_records, 10_000);
     }
@@ -456,8 +470,8 @@ mod tests {
     #[test]
     fn sandbox_file_defaults() {
         let c = parse("sandbox = true\n").unwrap();
-        assert!(c.sandbox && c.plain_http);
-        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert!(c.sandbox && c.server.tls.is_none());
+        assert_eq!(c.server.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.accounting_types.len(), 4);
     }
 }

@@ -9,6 +9,7 @@ pub mod backoff;
 pub mod target;
 
 use crate::interfaces::{INTERFACES, Interface};
+use crate::metrics::Metrics;
 use crate::queue::{Backoff, Item, QueueKey, Sent, Store, StoreError, now_ms};
 use crate::xml;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,6 +61,7 @@ impl Worker {
         store: Arc<dyn Store>,
         target: Target,
         settings: Settings,
+        metrics: Arc<Metrics>,
     ) -> std::io::Result<(Self, Waker)> {
         let (wake_tx, wake_rx) = sync_channel(1);
         let (done_tx, done) = sync_channel(1);
@@ -70,6 +72,7 @@ impl Worker {
             target,
             settings,
             stop: Arc::clone(&stop),
+            metrics,
         };
         std::thread::Builder::new()
             .name("delivery".into())
@@ -104,6 +107,7 @@ struct Ctx {
     target: Target,
     settings: Settings,
     stop: Arc<AtomicBool>,
+    metrics: Arc<Metrics>,
 }
 
 type Batch = Vec<(QueueKey, Item)>;
@@ -194,10 +198,15 @@ impl Ctx {
             })
             .collect();
         let doc = xml::document(iface, batch.iter().map(|(_, i)| i.xml.as_bytes()));
+        self.metrics.attempt(iface.id);
         let answer = self.target.send(iface, &doc, batch.len());
+        if matches!(answer, Answer::Rejected { .. }) {
+            self.metrics.failure(iface.id, "rejected");
+        }
         match &answer {
             Answer::Delivered => {
                 let gone = self.store.delivered(&sent)?;
+                self.metrics.delivered(iface.id, batch.len());
                 tracing::info!(
                     interface = iface.id,
                     records = batch.len(),
@@ -205,7 +214,10 @@ impl Ctx {
                     "delivered"
                 );
             }
-            Answer::Retry { error, .. } => self.store.failed(&sent, error)?,
+            Answer::Retry { error, .. } => {
+                self.metrics.failure(iface.id, "retry");
+                self.store.failed(&sent, error)?;
+            }
             Answer::Rejected { error } if batch.len() == 1 => {
                 self.store.reject(&sent[0], error)?;
                 tracing::warn!(interface = iface.id, key = %batch[0].0, %error, "platform rejected the record; parked");

@@ -2,7 +2,10 @@
 
 use crate::config::{Access, ApiKey};
 use crate::interfaces::Interface;
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use sha2::{Digest, Sha256};
+use std::time::Duration;
 use subtle::ConstantTimeEq;
 
 /// Why a caller is refused.
@@ -22,17 +25,39 @@ pub enum Denied {
         /// The interface's path.
         path: &'static str,
     },
+    /// The key's rate limit is exhausted (429, with `Retry-After`).
+    #[error("rate limit of API key {key:?} exceeded; retry after {} s", retry_after_secs(*.retry_after))]
+    RateLimited {
+        /// The key's configured name.
+        key: String,
+        /// When a request will be accepted again.
+        retry_after: Duration,
+    },
 }
 
-/// The configured keys; in sandbox no key is needed (D21).
+/// Whole seconds for `Retry-After`, rounded up and at least 1.
+pub fn retry_after_secs(d: Duration) -> u64 {
+    d.as_secs_f64().ceil().max(1.0) as u64
+}
+
+/// The configured keys and their rate limiters; in sandbox no key is needed (D21).
 pub struct Auth {
     sandbox: bool,
-    keys: Vec<ApiKey>,
+    keys: Vec<(ApiKey, Option<DefaultDirectRateLimiter>)>,
 }
 
 impl Auth {
     /// Checks against `keys`, or lets everyone in when `sandbox`.
     pub fn new(sandbox: bool, keys: Vec<ApiKey>) -> Self {
+        let keys = keys
+            .into_iter()
+            .map(|k| {
+                let limiter = k.rate_limit.map(|r| {
+                    RateLimiter::direct(Quota::per_second(r.per_second).allow_burst(r.burst))
+                });
+                (k, limiter)
+            })
+            .collect();
         Self { sandbox, keys }
     }
 
@@ -49,23 +74,28 @@ impl Auth {
         let digest: [u8; 32] = Sha256::digest(presented).into();
         // Every key is compared, in constant time, so timing tells nothing about which matched.
         let mut found = None;
-        for key in &self.keys {
-            if bool::from(key.sha256.ct_eq(&digest)) {
-                found = Some(key);
+        for entry in &self.keys {
+            if bool::from(entry.0.sha256.ct_eq(&digest)) {
+                found = Some(entry);
             }
         }
-        let key = found.ok_or(Denied::Invalid)?;
+        let (key, limiter) = found.ok_or(Denied::Invalid)?;
         let allowed = match &key.access {
             Access::All => true,
             Access::Only(ids) => ids.contains(&iface.id),
         };
-        if allowed {
-            Ok(Some(&key.name))
-        } else {
-            Err(Denied::Forbidden {
+        if !allowed {
+            return Err(Denied::Forbidden {
                 key: key.name.clone(),
                 path: iface.path,
-            })
+            });
         }
+        if let Some(Err(not_until)) = limiter.as_ref().map(|l| l.check()) {
+            return Err(Denied::RateLimited {
+                key: key.name.clone(),
+                retry_after: not_until.wait_time_from(DefaultClock::default().now()),
+            });
+        }
+        Ok(Some(&key.name))
     }
 }

@@ -5,13 +5,15 @@
 //! hyper-util over each accepted connection.
 
 pub mod auth;
+pub mod conn;
+pub mod ops;
 pub mod reply;
 pub mod routes;
+pub mod tls;
 
 use crate::intake::Intake;
 use auth::Auth;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use conn::ConnSettings;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
@@ -32,6 +34,8 @@ pub struct App {
     pub body_timeout: Duration,
     /// Request identifiers.
     pub request_ids: RequestIds,
+    /// Counters and latency.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// Request identifiers (D4): the client's `x-request-id` when it is a sane token, else a new
@@ -78,33 +82,46 @@ impl RequestIds {
 pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Serves `app` on `listener` until `shutdown` completes, then lets connections in flight
-/// finish (up to [`DRAIN_DEADLINE`]).
-pub async fn serve(listener: TcpListener, app: Arc<App>, shutdown: impl Future<Output = ()>) {
-    let service = warp::service(routes::routes(app));
+/// finish (up to [`DRAIN_DEADLINE`]). At most `max_connections` are served at once; further
+/// ones wait in the listen queue.
+pub async fn serve(
+    listener: TcpListener,
+    app: Arc<App>,
+    settings: ConnSettings,
+    max_connections: usize,
+    shutdown: impl Future<Output = ()>,
+) {
+    let service = warp::service(routes::routes(Arc::clone(&app)));
+    let settings = Arc::new(settings);
+    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // Out of file descriptors and the like: log, breathe, go on.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
+        let accepted = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => match slot {
+                Ok(slot) => tokio::select! {
+                    accepted = listener.accept() => accepted.map(|conn| (conn, slot)),
+                    () = &mut shutdown => break,
+                },
+                Err(_) => break,
             },
             () = &mut shutdown => break,
         };
-        let _ = stream.set_nodelay(true);
+        let ((stream, peer), slot) = match accepted {
+            Ok(conn) => conn,
+            Err(e) => {
+                // Out of file descriptors and the like: log, breathe, go on.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
         let svc = TowerToHyperService::new(service.clone());
         let watcher = graceful.watcher();
+        let (settings, app) = (Arc::clone(&settings), Arc::clone(&app));
         tokio::spawn(async move {
-            let builder = auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection(TokioIo::new(stream), svc);
-            if let Err(e) = watcher.watch(conn).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
+            conn::serve(stream, peer, &settings, &app, svc, watcher).await;
+            drop(slot);
         });
     }
     drop(listener);

@@ -62,6 +62,16 @@ struct Short<'a> {
     request_id: Option<&'a str>,
 }
 
+/// The short failure body (D5) as bytes, for answers written outside hyper.
+pub fn failure_body(message: &str, request_id: &str) -> Vec<u8> {
+    serde_json::to_vec(&Short {
+        status: Status::Failed,
+        message,
+        request_id: Some(request_id),
+    })
+    .unwrap_or_default()
+}
+
 fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let mut r = Response::new(bytes.into());
@@ -100,6 +110,7 @@ impl ApiError {
             Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::Denied(Denied::Forbidden { .. }) => StatusCode::FORBIDDEN,
+            Self::Denied(Denied::RateLimited { .. }) => StatusCode::TOO_MANY_REQUESTS,
             Self::Denied(_) => StatusCode::UNAUTHORIZED,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::BodyTooLarge(_) | Self::Intake(IntakeError::TooManyRecords { .. }) => {
@@ -136,7 +147,7 @@ impl ApiError {
                 };
                 json(status, &body)
             }
-            Self::Denied(_) => json(
+            Self::Denied(Denied::Missing | Denied::Invalid | Denied::Forbidden { .. }) => json(
                 status,
                 &Short {
                     status: Status::Failed,
@@ -162,6 +173,12 @@ impl ApiError {
             ),
         };
         match self {
+            Self::Denied(Denied::RateLimited { retry_after, .. }) => {
+                let secs = super::auth::retry_after_secs(*retry_after).to_string();
+                if let Ok(v) = HeaderValue::from_str(&secs) {
+                    r.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+            }
             Self::MethodNotAllowed(_) => {
                 r.headers_mut()
                     .insert(header::ALLOW, HeaderValue::from_static("POST"));

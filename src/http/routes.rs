@@ -70,6 +70,14 @@ async fn handle(
     }
     let (accepted, failed) = result.as_ref().map_or((0, 0), |o| (o.succeeded, o.failed));
     let status = response.status().as_u16();
+    let interface = iface.map_or("-", |i| i.id);
+    app.metrics.request(
+        interface,
+        status,
+        accepted,
+        failed,
+        started.elapsed().as_secs_f64(),
+    );
     let latency_ms = format_args!("{:.3}", started.elapsed().as_secs_f64() * 1000.0);
     match &result {
         Err(ApiError::Intake(crate::intake::IntakeError::Storage(e))) => tracing::error!(

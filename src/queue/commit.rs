@@ -95,6 +95,11 @@ impl GroupCommit {
         self.shared.syncs.load(Ordering::Relaxed)
     }
 
+    /// The error of the latest sync, if it failed (readiness check).
+    pub fn last_error(&self) -> Option<String> {
+        self.shared.synced.borrow().error.clone()
+    }
+
     /// Syncs what is outstanding and stops the thread (waiting for it); later calls to
     /// [`Self::durable`] fail.
     pub fn stop(&self) {
@@ -128,7 +133,10 @@ fn run(shared: &Shared) {
             let result = shared.store.sync();
             shared.syncs.fetch_add(1, Ordering::Relaxed);
             shared.synced.send_modify(|s| match &result {
-                Ok(()) => s.through = target,
+                Ok(()) => {
+                    s.through = target;
+                    s.error = None;
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "queue sync failed; requests waiting on it get 503");
                     s.failed_through = target;

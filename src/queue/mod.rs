@@ -171,6 +171,9 @@ pub trait Store: Send + Sync + 'static {
     /// Stores the retry state of one interface.
     fn set_backoff(&self, interface: &str, backoff: &Backoff) -> Result<(), StoreError>;
 
+    /// Writes and reads back a marker: the storage accepts writes (readiness check).
+    fn probe(&self) -> Result<(), StoreError>;
+
     /// Every item, in key order (for inspection and tests; the delivery path uses
     /// [`Store::pending`]).
     fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError>;

@@ -395,6 +395,17 @@ impl Store for SledStore {
         Ok(())
     }
 
+    fn probe(&self) -> Result<(), StoreError> {
+        let now = super::now_ms().to_be_bytes();
+        self.meta.insert(b"probe", &now)?;
+        match self.meta.get(b"probe")? {
+            Some(v) if *v == now => Ok(()),
+            _ => Err(StoreError::Unavailable(
+                "probe write did not read back".into(),
+            )),
+        }
+    }
+
     fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError> {
         self.items
             .iter()

@@ -107,6 +107,9 @@ interfaces = ["/general-ledger-codes/v1"]
 
 [platform]
 url = "{platform_url}"
+
+[admin]
+listen = "127.0.0.1:0"
 {extra_tables}
 "#,
         dir = data_dir.display(),
@@ -161,6 +164,14 @@ impl TestApp {
 
     pub fn store(&self) -> Arc<dyn Store> {
         self.running.as_ref().unwrap().store()
+    }
+
+    /// Where the admin listener (`/healthz`, `/readyz`, `/metrics`) listens.
+    pub fn ops_url(&self, path: &str) -> String {
+        format!(
+            "http://{}{path}",
+            self.running.as_ref().unwrap().ops_addr.unwrap()
+        )
     }
 
     pub fn syncs(&self) -> u64 {

@@ -1,0 +1,233 @@
+//! `[server]` (the intake listener, TLS, timeouts), `[admin]` and `[log]`.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A problem with one key: (key below the section, message).
+type KeyError = (&'static str, String);
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServer {
+    listen: Option<String>,
+    plain_http: Option<bool>,
+    body_timeout_secs: Option<u64>,
+    header_timeout_secs: Option<u64>,
+    handshake_timeout_secs: Option<u64>,
+    max_connections: Option<usize>,
+    tls: Option<RawTls>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    cert: PathBuf,
+    key: PathBuf,
+    client_ca: Option<PathBuf>,
+    client_auth: Option<ClientAuth>,
+}
+
+/// Whether clients must present a certificate from `client_ca`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    /// A handshake without a certificate from the CA is refused.
+    Required,
+    /// Clients may present one; a certificate from another CA is still refused.
+    Optional,
+}
+
+/// `[server.tls]`, checked for presence; the files are read when the listener starts (and
+/// by `check-config`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tls {
+    /// PEM certificate chain.
+    pub cert: PathBuf,
+    /// PEM private key.
+    pub key: PathBuf,
+    /// PEM CA certificates that client certificates must chain to (mutual TLS).
+    pub client_ca: Option<PathBuf>,
+    /// Required or optional client certificates (with `client_ca`).
+    pub client_auth: ClientAuth,
+}
+
+/// `[server]`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    /// Address and port of the intake listener.
+    pub listen: SocketAddr,
+    /// HTTPS settings; `None` serves plain HTTP (only when asked for, or in sandbox).
+    pub tls: Option<Tls>,
+    /// How long a client may take to send its request headers (408 after that).
+    pub header_timeout: Duration,
+    /// How long a client may take to send its body (408 after that, D5).
+    pub body_timeout: Duration,
+    /// How long a TLS handshake may take.
+    pub handshake_timeout: Duration,
+    /// Most connections served at once; more wait in the listen queue.
+    pub max_connections: usize,
+}
+
+fn secs(v: Option<u64>, default: u64, key: &'static str) -> Result<Duration, KeyError> {
+    match v.unwrap_or(default) {
+        0 => Err((key, "must be at least 1".into())),
+        s => Ok(Duration::from_secs(s)),
+    }
+}
+
+impl RawServer {
+    pub(super) fn check(self, sandbox: bool) -> Result<Server, KeyError> {
+        let listen = match &self.listen {
+            Some(s) => s.parse().map_err(|_| {
+                (
+                    "listen",
+                    format!("{s:?} is not an address and port such as \"0.0.0.0:8443\""),
+                )
+            })?,
+            None if sandbox => SocketAddr::from(([127, 0, 0, 1], 8080)),
+            None => SocketAddr::from(([0, 0, 0, 0], 8443)),
+        };
+        let tls = self.tls.map(|t| {
+            if t.client_auth.is_some() && t.client_ca.is_none() {
+                return Err(("tls.client_auth", "needs tls.client_ca".to_string()));
+            }
+            Ok(Tls {
+                cert: t.cert,
+                key: t.key,
+                client_auth: t.client_auth.unwrap_or(ClientAuth::Required),
+                client_ca: t.client_ca,
+            })
+        });
+        let tls = tls.transpose()?;
+        match (&tls, self.plain_http) {
+            (Some(_), Some(true)) => {
+                return Err((
+                    "plain_http",
+                    "set either [server.tls] or plain_http = true, not both".into(),
+                ));
+            }
+            (None, Some(true)) => {}
+            (None, _) if !sandbox => {
+                return Err((
+                    "tls",
+                    "no [server.tls] configured: add cert and key, or set plain_http = true to serve plain HTTP".into(),
+                ));
+            }
+            _ => {}
+        }
+        let max_connections = self.max_connections.unwrap_or(1024);
+        if max_connections == 0 {
+            return Err(("max_connections", "must be at least 1".into()));
+        }
+        Ok(Server {
+            listen,
+            tls,
+            header_timeout: secs(self.header_timeout_secs, 10, "header_timeout_secs")?,
+            body_timeout: secs(self.body_timeout_secs, 30, "body_timeout_secs")?,
+            handshake_timeout: secs(self.handshake_timeout_secs, 10, "handshake_timeout_secs")?,
+            max_connections,
+        })
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAdmin {
+    listen: Option<String>,
+}
+
+/// `[admin]`: the operator's HTTP listener (`/healthz`, `/readyz`, `/metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admin {
+    /// Where it listens; `None` when disabled (`listen = ""`).
+    pub listen: Option<SocketAddr>,
+}
+
+impl RawAdmin {
+    pub(super) fn check(self) -> Result<Admin, KeyError> {
+        let listen = match self.listen.as_deref() {
+            None => Some(SocketAddr::from(([127, 0, 0, 1], 9090))),
+            Some("") => None,
+            Some(s) => Some(s.parse().map_err(|_| {
+                ("listen", format!("{s:?} is not an address and port such as \"127.0.0.1:9090\" (\"\" disables it)"))
+            })?),
+        };
+        Ok(Admin { listen })
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLog {
+    level: Option<String>,
+    format: Option<LogFormat>,
+    stderr: Option<bool>,
+    dir: Option<PathBuf>,
+    max_files: Option<usize>,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One line of text per event.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `[log]`, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Log {
+    /// A tracing filter: `info`, `debug`, `ap_intake=debug,warn`, ...
+    pub level: String,
+    /// Text or JSON.
+    pub format: LogFormat,
+    /// Write to stderr (journald under systemd).
+    pub stderr: bool,
+    /// Also write daily-rotated files here.
+    pub dir: Option<PathBuf>,
+    /// Rotated files kept.
+    pub max_files: usize,
+}
+
+impl Default for Log {
+    fn default() -> Self {
+        Self {
+            level: "info".into(),
+            format: LogFormat::Text,
+            stderr: true,
+            dir: None,
+            max_files: 14,
+        }
+    }
+}
+
+impl RawLog {
+    pub(super) fn check(self) -> Result<Log, KeyError> {
+        let d = Log::default();
+        let level = self.level.unwrap_or(d.level);
+        tracing_subscriber::EnvFilter::try_new(&level)
+            .map_err(|e| ("level", format!("{level:?} is not a log filter: {e}")))?;
+        let stderr = self.stderr.unwrap_or(true);
+        if !stderr && self.dir.is_none() {
+            return Err((
+                "stderr",
+                "with stderr = false, set dir (or nothing would be logged)".into(),
+            ));
+        }
+        let max_files = self.max_files.unwrap_or(d.max_files);
+        if max_files == 0 {
+            return Err(("max_files", "must be at least 1".into()));
+        }
+        Ok(Log {
+            level,
+            format: self.format.unwrap_or(d.format),
+            stderr,
+            dir: self.dir,
+            max_files,
+        })
+    }
+}

@@ -1,0 +1,188 @@
+//! Prometheus metrics, served on the admin listener's `/metrics`.
+
+use crate::interfaces::INTERFACES;
+use crate::queue::Store;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    interface: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InterfaceLabel {
+    interface: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    interface: String,
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    interface: String,
+    kind: &'static str,
+}
+
+type Latency = Family<InterfaceLabel, Histogram, fn() -> Histogram>;
+
+/// Every metric of the service.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    records_accepted: Family<InterfaceLabel, Counter>,
+    records_rejected: Family<InterfaceLabel, Counter>,
+    latency: Latency,
+    queue: Family<QueueLabels, Gauge>,
+    delivery_attempts: Family<InterfaceLabel, Counter>,
+    delivery_failures: Family<FailureLabels, Counter>,
+    delivered: Family<InterfaceLabel, Counter>,
+}
+
+fn latency_histogram() -> Histogram {
+    // 0.5 ms to about 16 s.
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+fn label(interface: &str) -> InterfaceLabel {
+    InterfaceLabel {
+        interface: interface.to_string(),
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut m = Self {
+            registry: Registry::with_prefix("ap_intake"),
+            requests: Family::default(),
+            records_accepted: Family::default(),
+            records_rejected: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+            queue: Family::default(),
+            delivery_attempts: Family::default(),
+            delivery_failures: Family::default(),
+            delivered: Family::default(),
+        };
+        let r = &mut m.registry;
+        r.register(
+            "requests",
+            "Requests by interface and HTTP status",
+            m.requests.clone(),
+        );
+        r.register(
+            "records_accepted",
+            "Records validated and queued",
+            m.records_accepted.clone(),
+        );
+        r.register(
+            "records_rejected",
+            "Records that failed validation",
+            m.records_rejected.clone(),
+        );
+        r.register(
+            "request_duration_seconds",
+            "Time to answer a request",
+            m.latency.clone(),
+        );
+        r.register(
+            "queue_records",
+            "Records in the queue by state",
+            m.queue.clone(),
+        );
+        r.register(
+            "delivery_attempts",
+            "Documents sent to the platform",
+            m.delivery_attempts.clone(),
+        );
+        r.register(
+            "delivery_failures",
+            "Documents not delivered: retry (network, 408, 429, 5xx) or rejected (other 4xx)",
+            m.delivery_failures.clone(),
+        );
+        r.register(
+            "delivered_records",
+            "Records the platform accepted",
+            m.delivered.clone(),
+        );
+        m
+    }
+}
+
+impl Metrics {
+    /// One answered request; `interface` is `-` when the path is unknown.
+    pub fn request(
+        &self,
+        interface: &str,
+        status: u16,
+        accepted: usize,
+        failed: usize,
+        seconds: f64,
+    ) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                interface: interface.to_string(),
+                status,
+            })
+            .inc();
+        self.records_accepted
+            .get_or_create(&label(interface))
+            .inc_by(accepted as u64);
+        self.records_rejected
+            .get_or_create(&label(interface))
+            .inc_by(failed as u64);
+        self.latency
+            .get_or_create(&label(interface))
+            .observe(seconds);
+    }
+
+    /// One document sent to the platform.
+    pub fn attempt(&self, interface: &str) {
+        self.delivery_attempts
+            .get_or_create(&label(interface))
+            .inc();
+    }
+
+    /// A document that was not delivered; `kind` is `retry` or `rejected`.
+    pub fn failure(&self, interface: &str, kind: &'static str) {
+        self.delivery_failures
+            .get_or_create(&FailureLabels {
+                interface: interface.to_string(),
+                kind,
+            })
+            .inc();
+    }
+
+    /// Records the platform accepted.
+    pub fn delivered(&self, interface: &str, records: usize) {
+        self.delivered
+            .get_or_create(&label(interface))
+            .inc_by(records as u64);
+    }
+
+    /// The text exposition, with the queue gauges read from `store` now.
+    pub fn render(&self, store: &dyn Store) -> String {
+        for iface in &INTERFACES {
+            if let Ok(s) = store.stats(iface.id) {
+                for (state, n) in [("pending", s.pending), ("rejected", s.rejected)] {
+                    self.queue
+                        .get_or_create(&QueueLabels {
+                            interface: iface.id.to_string(),
+                            state,
+                        })
+                        .set(n as i64);
+                }
+            }
+        }
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
