@@ -4,6 +4,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The binary, unaffected by an `AP_INTAKE_CONFIG` in the test's environment.
@@ -17,6 +18,7 @@ pub fn bin() -> Command {
 pub struct Service {
     pub child: Child,
     pub addr: SocketAddr,
+    stderr: Arc<Mutex<String>>,
 }
 
 impl Service {
@@ -30,8 +32,18 @@ impl Service {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        let addr = wait_listening(&mut child);
-        Self { child, addr }
+        let stderr = Arc::default();
+        let addr = wait_listening_into(&mut child, Arc::clone(&stderr));
+        Self {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    /// Everything the service wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
     }
 
     /// SIGKILL: no chance to flush anything.
@@ -82,21 +94,34 @@ impl Drop for Service {
     }
 }
 
-/// Reads the child's stderr until it logs `listen=ADDR`; panics with its output if it exits.
+/// Reads the child's stderr until it logs where it listens (`listen=ADDR` in text logs,
+/// `"listen":"ADDR"` in JSON ones); panics with its output if it exits.
 pub fn wait_listening(child: &mut Child) -> SocketAddr {
+    wait_listening_into(child, Arc::default())
+}
+
+fn listen_addr(line: &str) -> Option<String> {
+    let rest = line
+        .split("listen=")
+        .nth(1)
+        .or_else(|| line.split("\"listen\":\"").nth(1))?;
+    Some(rest.split([' ', '"']).next().unwrap_or("").to_string())
+}
+
+fn wait_listening_into(child: &mut Child, seen: Arc<Mutex<String>>) -> SocketAddr {
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let mut seen = String::new();
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(rest) = line.split("listen=").nth(1) {
-                let addr = rest.split_whitespace().next().unwrap_or("").to_string();
+            if let Some(addr) = listen_addr(&line) {
                 let _ = tx.send(Ok(addr));
             }
-            seen.push_str(&line);
-            seen.push('\n');
+            let mut s = seen.lock().unwrap();
+            s.push_str(&line);
+            s.push('\n');
         }
-        let _ = tx.send(Err(seen)); // the service exited
+        let all = seen.lock().unwrap().clone();
+        let _ = tx.send(Err(all)); // the service exited
     });
     match rx.recv_timeout(Duration::from_secs(30)) {
         Ok(Ok(addr)) => addr.parse().unwrap(),
