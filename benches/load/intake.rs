@@ -1,0 +1,138 @@
+//! The load generator (async, keep-alive) against the running service, and the in-process
+//! limit: the same bodies through `Intake::submit` (validation, XML, sled, group commit with
+//! fsync) without HTTP.
+
+use crate::records::Records;
+use crate::report::Run;
+use crate::service::KEY;
+use ap_intake::delivery::Waker;
+use ap_intake::interfaces::Interface;
+use ap_intake::intake::Intake;
+use ap_intake::queue::{GroupCommit, SledStore, Store};
+use ap_intake::validate::Validator;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct Load {
+    pub iface: &'static Interface,
+    pub per_request: usize,
+    pub concurrency: usize,
+    pub duration: Duration,
+}
+
+fn path(iface: &Interface) -> String {
+    if iface.needs_accounting_type {
+        format!("{}?accountingType=PROJECT", iface.path)
+    } else {
+        iface.path.to_string()
+    }
+}
+
+/// Sends for `load.duration` from `load.concurrency` clients over kept-alive connections.
+pub async fn against_service(addr: SocketAddr, load: &Load) -> Run {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(load.concurrency)
+        .build_http();
+    let records = Arc::new(Records::new(load.iface));
+    let uri: http::Uri = format!("http://{addr}{}", path(load.iface)).parse().expect("uri");
+    let started = Instant::now();
+    let deadline = started + load.duration;
+    let tasks: Vec<_> = (0..load.concurrency)
+        .map(|c| {
+            let (client, records, uri) = (client.clone(), Arc::clone(&records), uri.clone());
+            let per = load.per_request;
+            tokio::spawn(async move {
+                let mut run = Run::default();
+                let mut seq = 0u64;
+                while Instant::now() < deadline {
+                    let body = records.body(c, seq, per);
+                    seq += 1;
+                    let req = http::Request::post(uri.clone())
+                        .header("content-type", "application/json")
+                        .header("x-api-key", KEY)
+                        .body(Full::new(Bytes::from(body)))
+                        .expect("request");
+                    let sent = Instant::now();
+                    let ok = match client.request(req).await {
+                        Ok(resp) => {
+                            let status = resp.status();
+                            let _ = resp.into_body().collect().await;
+                            status == http::StatusCode::ACCEPTED
+                        }
+                        Err(_) => false,
+                    };
+                    run.latencies.push(sent.elapsed().as_micros() as u32);
+                    run.requests += 1;
+                    if ok {
+                        run.records += per as u64;
+                    } else {
+                        run.errors += 1;
+                    }
+                }
+                run
+            })
+        })
+        .collect();
+    let mut total = Run::default();
+    for t in tasks {
+        total.merge(t.await.expect("client task"));
+    }
+    total.elapsed = started.elapsed();
+    total
+}
+
+/// The same load without HTTP, on a fresh queue in `data_dir`.
+pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
+    let store: Arc<dyn Store> = Arc::new(SledStore::open(data_dir).expect("open the queue"));
+    let commit = GroupCommit::start(Arc::clone(&store)).expect("sync thread");
+    let types = ap_intake::config::DEFAULT_ACCOUNTING_TYPES.map(String::from).to_vec();
+    let intake = Arc::new(Intake::new(
+        Validator::load(None).expect("schemas"),
+        Arc::clone(&store),
+        commit.clone(),
+        types,
+        10_000,
+        Waker::none(),
+    ));
+    let records = Arc::new(Records::new(load.iface));
+    let accounting_type = load.iface.needs_accounting_type.then(|| "PROJECT".to_string());
+    let started = Instant::now();
+    let deadline = started + load.duration;
+    let tasks: Vec<_> = (0..load.concurrency)
+        .map(|c| {
+            let (intake, records, at) = (Arc::clone(&intake), Arc::clone(&records), accounting_type.clone());
+            let (iface, per) = (load.iface, load.per_request);
+            tokio::spawn(async move {
+                let mut run = Run::default();
+                let mut seq = 0u64;
+                while Instant::now() < deadline {
+                    let body = Bytes::from(records.body(c, seq, per));
+                    seq += 1;
+                    let sent = Instant::now();
+                    let ok = matches!(intake.submit(iface, at.clone(), body).await, Ok(o) if o.succeeded == per);
+                    run.latencies.push(sent.elapsed().as_micros() as u32);
+                    run.requests += 1;
+                    if ok {
+                        run.records += per as u64;
+                    } else {
+                        run.errors += 1;
+                    }
+                }
+                run
+            })
+        })
+        .collect();
+    let mut total = Run::default();
+    for t in tasks {
+        total.merge(t.await.expect("task"));
+    }
+    total.elapsed = started.elapsed();
+    commit.stop();
+    total
+}

@@ -1,0 +1,110 @@
+//! Benchmarks of ap-intake (see BENCHMARKS.md):
+//!
+//! ```text
+//! cargo bench --bench load -- intake [--interface PATH] [--records N] [--concurrency C] [--duration S]
+//! cargo bench --bench load -- delivery [--records N] [--batch-size B]
+//! cargo bench --bench load -- scale [--records N]
+//! ```
+//!
+//! `intake` starts the release binary on a loopback port, drives it from C keep-alive clients
+//! for S seconds with requests of N records with unique keys, then runs the same load through
+//! the intake in-process (validation, XML, sled, group commit with fsync; no HTTP) and reports
+//! both and their ratio.
+
+mod delivery;
+mod intake;
+mod records;
+mod report;
+mod scale;
+mod service;
+
+use ap_intake::interfaces::by_path;
+use clap::{Parser, Subcommand};
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(about = "ap-intake benchmarks")]
+struct Args {
+    #[command(subcommand)]
+    what: What,
+    /// cargo bench passes this; ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+#[derive(Subcommand)]
+enum What {
+    /// The service under load, and the in-process limit.
+    Intake {
+        #[arg(long, default_value = "/general-ledger-codes/v1")]
+        interface: String,
+        /// Records per request.
+        #[arg(long, default_value_t = 100)]
+        records: usize,
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        /// Seconds.
+        #[arg(long, default_value_t = 10)]
+        duration: u64,
+        /// Skip the in-process limit.
+        #[arg(long)]
+        service_only: bool,
+    },
+    /// Drain pending records to a local receiver.
+    Delivery {
+        #[arg(long, default_value_t = 100_000)]
+        records: usize,
+        #[arg(long, default_value_t = 100)]
+        batch_size: usize,
+    },
+    /// Start time, status time, memory and disk with many pending records.
+    Scale {
+        #[arg(long, default_value_t = 1_000_000)]
+        records: usize,
+    },
+}
+
+fn main() {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    println!("machine: {} cores, {}", std::thread::available_parallelism().map_or(0, |n| n.get()), cpu_model());
+    match args.what {
+        What::Intake { interface, records, concurrency, duration, service_only } => {
+            let iface = by_path(&interface).unwrap_or_else(|| panic!("{interface} is not an interface"));
+            let load = intake::Load {
+                iface,
+                per_request: records,
+                concurrency,
+                duration: Duration::from_secs(duration),
+            };
+            println!("intake: {} records/request, {concurrency} clients, {duration} s, {}", records, iface.path);
+            let config = service::write_config(dir.path(), &dir.path().join("service"), None);
+            let svc = service::Service::start(&config);
+            let mut served = runtime.block_on(intake::against_service(svc.addr, &load));
+            let rss = svc.rss_mib();
+            drop(svc);
+            served.print("service");
+            println!("service resident memory after the run: {rss:.1} MiB");
+            if !service_only {
+                let mut limit = runtime.block_on(intake::in_process(&dir.path().join("limit"), &load));
+                limit.print("in-process limit");
+                println!("ratio service / limit: {:.2}", served.records_per_sec() / limit.records_per_sec());
+            }
+        }
+        What::Delivery { records, batch_size } => {
+            let rate = runtime.block_on(delivery::drain(&dir.path().join("queue"), records, batch_size));
+            println!("delivery: {rate:.0} records/s");
+        }
+        What::Scale { records } => scale::run(dir.path(), records),
+    }
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|m| m.trim_start_matches([' ', '\t', ':']).to_string())
+        .unwrap_or_else(|| "unknown CPU".into())
+}

@@ -1,0 +1,54 @@
+//! Latency summaries and the report's lines.
+
+use std::time::Duration;
+
+/// What one side of the run (service or in-process) achieved.
+#[derive(Default)]
+pub struct Run {
+    pub requests: u64,
+    pub records: u64,
+    pub errors: u64,
+    pub elapsed: Duration,
+    /// Latencies in microseconds.
+    pub latencies: Vec<u32>,
+}
+
+impl Run {
+    pub fn merge(&mut self, other: Run) {
+        self.requests += other.requests;
+        self.records += other.records;
+        self.errors += other.errors;
+        self.latencies.extend(other.latencies);
+    }
+
+    pub fn requests_per_sec(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64()
+    }
+
+    pub fn records_per_sec(&self) -> f64 {
+        self.records as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn percentile(sorted: &[u32], p: f64) -> f64 {
+        if sorted.is_empty() {
+            return 0.0;
+        }
+        let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+        sorted[i] as f64 / 1000.0
+    }
+
+    pub fn print(&mut self, label: &str) {
+        self.latencies.sort_unstable();
+        let l = &self.latencies;
+        println!(
+            "{label:<18} {:>9.0} req/s {:>10.0} records/s   latency ms p50 {:.2} p90 {:.2} p99 {:.2} max {:.2}   errors {}",
+            self.requests_per_sec(),
+            self.records_per_sec(),
+            Self::percentile(l, 0.50),
+            Self::percentile(l, 0.90),
+            Self::percentile(l, 0.99),
+            l.last().copied().unwrap_or(0) as f64 / 1000.0,
+            self.errors
+        );
+    }
+}

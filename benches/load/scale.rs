@@ -1,0 +1,47 @@
+//! Scale: start time, `status` time, resident memory and disk use with many pending records.
+
+use crate::service::{Service, binary, dir_size, write_config};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn status_time(config: &Path) -> Duration {
+    let started = Instant::now();
+    let out = Command::new(binary())
+        .args(["status", "--json", "--config"])
+        .arg(config)
+        .output()
+        .expect("status");
+    assert!(out.status.success(), "status failed: {}", String::from_utf8_lossy(&out.stderr));
+    started.elapsed()
+}
+
+pub fn run(dir: &Path, records: usize) {
+    // Idle: an empty queue.
+    let empty = dir.join("empty");
+    let config = write_config(dir, &empty, None);
+    let idle = Service::start(&config);
+    std::thread::sleep(Duration::from_secs(2));
+    println!("idle service: start {:.0} ms, resident {:.1} MiB", idle.start_time.as_secs_f64() * 1000.0, idle.rss_mib());
+    drop(idle);
+
+    let data = dir.join("full");
+    drop(crate::delivery::fill(&data, records, "S"));
+    let config = write_config(dir, &data, None);
+    let service = Service::start(&config);
+    std::thread::sleep(Duration::from_secs(2));
+    let running = status_time(&config);
+    println!(
+        "{records} pending: start {:.0} ms, status (running) {:.0} ms, resident {:.1} MiB",
+        service.start_time.as_secs_f64() * 1000.0,
+        running.as_secs_f64() * 1000.0,
+        service.rss_mib()
+    );
+    drop(service);
+    let stopped = status_time(&config);
+    println!(
+        "{records} pending: status (stopped) {:.0} ms, data directory {:.0} MiB",
+        stopped.as_secs_f64() * 1000.0,
+        dir_size(&data) as f64 / 1048576.0
+    );
+}

@@ -1,0 +1,116 @@
+//! The real service as a child process, configured for a benchmark.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The API key benchmarks send.
+pub const KEY: &str = "bench-key";
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_ap-intake")
+}
+
+/// A config: plain HTTP on a free loopback port, one key, deliveries to a closed port (so the
+/// worker backs off and stays out of the measurement) unless `platform` is given.
+pub fn write_config(dir: &Path, data_dir: &Path, platform: Option<&str>) -> PathBuf {
+    let text = format!(
+        r#"[server]
+listen = "127.0.0.1:0"
+plain_http = true
+max_connections = 4096
+[storage]
+data_dir = "{}"
+[limits]
+max_records = 10000
+[[api_keys]]
+name = "bench"
+sha256 = "{}"
+interfaces = ["*"]
+[platform]
+url = "{}"
+[admin]
+listen = "127.0.0.1:0"
+[log]
+level = "warn,ap_intake::service=info"
+"#,
+        data_dir.display(),
+        ap_intake::keys::sha256_hex(KEY),
+        platform.unwrap_or("http://127.0.0.1:9/intake"),
+    );
+    let file = dir.join("bench.toml");
+    std::fs::write(&file, text).expect("write config");
+    file
+}
+
+pub struct Service {
+    pub child: Child,
+    pub addr: SocketAddr,
+    /// From spawn to the "listening" log line.
+    pub start_time: Duration,
+}
+
+impl Service {
+    pub fn start(config: &Path) -> Self {
+        let started = Instant::now();
+        let mut child = Command::new(binary())
+            .args(["serve", "--config"])
+            .arg(config)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start the service");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("listen=").nth(1) {
+                    let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("the service logs where it listens")
+            .parse()
+            .expect("an address");
+        Self {
+            child,
+            addr,
+            start_time: started.elapsed(),
+        }
+    }
+
+    /// Resident memory in MiB, from /proc.
+    pub fn rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+    }
+}
+
+/// Bytes under `dir`.
+pub fn dir_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
