@@ -18,21 +18,28 @@ use std::time::{Duration, Instant};
 
 /// A receiver answering 200 to every POST; counts the documents.
 async fn receiver(documents: Arc<AtomicU64>) -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
             let documents = Arc::clone(&documents);
             tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                    let documents = Arc::clone(&documents);
-                    async move {
-                        let _ = req.into_body().collect().await;
-                        documents.fetch_add(1, Ordering::Relaxed);
-                        Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(b"ok"))))
-                    }
-                });
+                let svc =
+                    hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                        let documents = Arc::clone(&documents);
+                        async move {
+                            let _ = req.into_body().collect().await;
+                            documents.fetch_add(1, Ordering::Relaxed);
+                            Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(
+                                b"ok",
+                            ))))
+                        }
+                    });
                 let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                     .serve_connection(TokioIo::new(stream), svc)
                     .await;
@@ -65,7 +72,10 @@ pub fn fill(data_dir: &Path, n: usize, label: &str) -> SledStore {
         store.upsert(&records, now_ms()).expect("upsert");
     }
     store.sync().expect("sync");
-    println!("filled {n} records in {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "filled {n} records in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     store
 }
 
@@ -87,7 +97,13 @@ pub async fn drain(data_dir: &Path, n: usize, batch_size: usize) -> f64 {
     };
     let started = Instant::now();
     let target = Target::Platform(PlatformClient::new(&platform, Duration::from_secs(30)));
-    let (worker, _waker) = Worker::start(Arc::clone(&store), target, settings, Arc::new(Metrics::default())).expect("worker");
+    let (worker, _waker) = Worker::start(
+        Arc::clone(&store),
+        target,
+        settings,
+        Arc::new(Metrics::default()),
+    )
+    .expect("worker");
     let iface = "general-ledger-codes-v1";
     loop {
         let pending = store.stats(iface).expect("stats").pending;

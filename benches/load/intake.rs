@@ -6,8 +6,8 @@ use crate::records::Records;
 use crate::report::Run;
 use crate::service::KEY;
 use ap_intake::delivery::Waker;
-use ap_intake::interfaces::Interface;
 use ap_intake::intake::Intake;
+use ap_intake::interfaces::Interface;
 use ap_intake::queue::{GroupCommit, SledStore, Store};
 use ap_intake::validate::Validator;
 use bytes::Bytes;
@@ -40,7 +40,9 @@ pub async fn against_service(addr: SocketAddr, load: &Load) -> Run {
         .pool_max_idle_per_host(load.concurrency)
         .build_http();
     let records = Arc::new(Records::new(load.iface));
-    let uri: http::Uri = format!("http://{addr}{}", path(load.iface)).parse().expect("uri");
+    let uri: http::Uri = format!("http://{addr}{}", path(load.iface))
+        .parse()
+        .expect("uri");
     let started = Instant::now();
     let deadline = started + load.duration;
     let tasks: Vec<_> = (0..load.concurrency)
@@ -91,7 +93,9 @@ pub async fn against_service(addr: SocketAddr, load: &Load) -> Run {
 pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
     let store: Arc<dyn Store> = Arc::new(SledStore::open(data_dir).expect("open the queue"));
     let commit = GroupCommit::start(Arc::clone(&store)).expect("sync thread");
-    let types = ap_intake::config::DEFAULT_ACCOUNTING_TYPES.map(String::from).to_vec();
+    let types = ap_intake::config::DEFAULT_ACCOUNTING_TYPES
+        .map(String::from)
+        .to_vec();
     let intake = Arc::new(Intake::new(
         Validator::load(None).expect("schemas"),
         Arc::clone(&store),
@@ -101,7 +105,10 @@ pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
         Waker::none(),
     ));
     let records = Arc::new(Records::new(load.iface));
-    let accounting_type = load.iface.needs_accounting_type.then(|| "PROJECT".to_string());
+    let accounting_type = load
+        .iface
+        .needs_accounting_type
+        .then(|| "PROJECT".to_string());
     let started = Instant::now();
     let deadline = started + load.duration;
     let tasks: Vec<_> = (0..load.concurrency)

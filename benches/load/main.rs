@@ -28,7 +28,7 @@ struct Args {
     #[command(subcommand)]
     what: What,
     /// cargo bench passes this; ignored.
-    #[arg(long, hide = true)]
+    #[arg(long, hide = true, global = true)]
     bench: bool,
 }
 
@@ -49,6 +49,9 @@ enum What {
         /// Skip the in-process limit.
         #[arg(long)]
         service_only: bool,
+        /// Only the in-process limit (for profiling).
+        #[arg(long, conflicts_with = "service_only")]
+        limit_only: bool,
     },
     /// Drain pending records to a local receiver.
     Delivery {
@@ -68,32 +71,64 @@ fn main() {
     let args = Args::parse();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let dir = tempfile::tempdir().expect("temp dir");
-    println!("machine: {} cores, {}", std::thread::available_parallelism().map_or(0, |n| n.get()), cpu_model());
+    println!(
+        "machine: {} cores, {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        cpu_model()
+    );
     match args.what {
-        What::Intake { interface, records, concurrency, duration, service_only } => {
-            let iface = by_path(&interface).unwrap_or_else(|| panic!("{interface} is not an interface"));
+        What::Intake {
+            interface,
+            records,
+            concurrency,
+            duration,
+            service_only,
+            limit_only,
+        } => {
+            let iface =
+                by_path(&interface).unwrap_or_else(|| panic!("{interface} is not an interface"));
             let load = intake::Load {
                 iface,
                 per_request: records,
                 concurrency,
                 duration: Duration::from_secs(duration),
             };
-            println!("intake: {} records/request, {concurrency} clients, {duration} s, {}", records, iface.path);
-            let config = service::write_config(dir.path(), &dir.path().join("service"), None);
-            let svc = service::Service::start(&config);
-            let mut served = runtime.block_on(intake::against_service(svc.addr, &load));
-            let rss = svc.rss_mib();
-            drop(svc);
-            served.print("service");
-            println!("service resident memory after the run: {rss:.1} MiB");
+            println!(
+                "intake: {} records/request, {concurrency} clients, {duration} s, {}",
+                records, iface.path
+            );
+            let mut served = None;
+            if !limit_only {
+                let config = service::write_config(dir.path(), &dir.path().join("service"), None);
+                let svc = service::Service::start(&config);
+                let mut run = runtime.block_on(intake::against_service(svc.addr, &load));
+                let rss = svc.rss_mib();
+                drop(svc);
+                run.print("service");
+                println!("service resident memory after the run: {rss:.1} MiB");
+                served = Some(run);
+            }
             if !service_only {
-                let mut limit = runtime.block_on(intake::in_process(&dir.path().join("limit"), &load));
+                let mut limit =
+                    runtime.block_on(intake::in_process(&dir.path().join("limit"), &load));
                 limit.print("in-process limit");
-                println!("ratio service / limit: {:.2}", served.records_per_sec() / limit.records_per_sec());
+                if let Some(s) = served {
+                    println!(
+                        "ratio service / limit: {:.2}",
+                        s.records_per_sec() / limit.records_per_sec()
+                    );
+                }
             }
         }
-        What::Delivery { records, batch_size } => {
-            let rate = runtime.block_on(delivery::drain(&dir.path().join("queue"), records, batch_size));
+        What::Delivery {
+            records,
+            batch_size,
+        } => {
+            let rate = runtime.block_on(delivery::drain(
+                &dir.path().join("queue"),
+                records,
+                batch_size,
+            ));
             println!("delivery: {rate:.0} records/s");
         }
         What::Scale { records } => scale::run(dir.path(), records),

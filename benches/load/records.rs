@@ -18,7 +18,10 @@ pub struct Records {
 impl Records {
     pub fn new(iface: &Interface) -> Self {
         let stem = iface.schema.trim_end_matches(".json");
-        let path = format!("{}/tests/fixtures/{stem}.full.json", env!("CARGO_MANIFEST_DIR"));
+        let path = format!(
+            "{}/tests/fixtures/{stem}.full.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let mut record: Value = serde_json::from_str(&text).expect("fixture JSON");
         let field = iface

@@ -12,7 +12,11 @@ fn status_time(config: &Path) -> Duration {
         .arg(config)
         .output()
         .expect("status");
-    assert!(out.status.success(), "status failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "status failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     started.elapsed()
 }
 
@@ -22,7 +26,11 @@ pub fn run(dir: &Path, records: usize) {
     let config = write_config(dir, &empty, None);
     let idle = Service::start(&config);
     std::thread::sleep(Duration::from_secs(2));
-    println!("idle service: start {:.0} ms, resident {:.1} MiB", idle.start_time.as_secs_f64() * 1000.0, idle.rss_mib());
+    println!(
+        "idle service: start {:.0} ms, resident {:.1} MiB",
+        idle.start_time.as_secs_f64() * 1000.0,
+        idle.rss_mib()
+    );
     drop(idle);
 
     let data = dir.join("full");

@@ -8,7 +8,7 @@
 //! On-disk layout (sled, in `<data_dir>/queue`; encodings in `layout.rs`):
 //!
 //! ```text
-//! items     QueueKey                               -> Item (JSON): the record's latest version
+//! items     QueueKey                               -> Item (codec.rs): the record's latest version
 //! pending   interface 0x00 queued_at(8) version(8) -> QueueKey   delivery order, oldest first
 //! rejected  interface 0x00 QueueKey                -> ()         parked by the platform
 //! meta      "count" 0 interface 0 kind             -> u64        pending/rejected/delivered
@@ -20,6 +20,7 @@
 //! with every upsert: a delivery removes an item only if the version it sent is still the
 //! latest (D16, D18).
 
+mod codec;
 pub mod commit;
 pub mod key;
 mod layout;

@@ -1,9 +1,12 @@
 //! [`Store`] on sled 0.34.
 
+use super::codec;
 use super::layout::{self, Count};
 use super::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
 use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -31,6 +34,8 @@ struct Tx<'a> {
     pending: &'a TransactionalTree,
     rejected: &'a TransactionalTree,
     meta: &'a TransactionalTree,
+    /// Counter changes, written once per counter when the transaction's work is done.
+    deltas: RefCell<HashMap<Vec<u8>, i64>>,
 }
 
 type TxResult<T> = Result<T, ConflictableTransactionError<String>>;
@@ -39,24 +44,34 @@ impl Tx<'_> {
     fn item(&self, key: &QueueKey) -> TxResult<Option<Item>> {
         match self.items.get(key.as_bytes())? {
             None => Ok(None),
-            Some(bytes) => serde_json::from_slice(&bytes)
+            Some(bytes) => codec::decode(&bytes)
                 .map(Some)
                 .map_err(|e| ConflictableTransactionError::Abort(format!("item {key}: {e}"))),
         }
     }
 
     fn put(&self, key: &QueueKey, item: &Item) -> TxResult<()> {
-        let bytes = serde_json::to_vec(item)
-            .map_err(|e| ConflictableTransactionError::Abort(e.to_string()))?;
-        self.items.insert(key.as_bytes(), bytes)?;
+        self.items.insert(key.as_bytes(), codec::encode(item))?;
         Ok(())
     }
 
     fn count(&self, interface: &str, count: Count, delta: i64) -> TxResult<()> {
-        let k = layout::count_key(interface, count);
-        let now = layout::decode_u64(self.meta.get(&k)?.as_deref());
-        let next = now.saturating_add_signed(delta);
-        self.meta.insert(k, &next.to_be_bytes())?;
+        *self
+            .deltas
+            .borrow_mut()
+            .entry(layout::count_key(interface, count))
+            .or_default() += delta;
+        Ok(())
+    }
+
+    fn write_counts(&self) -> TxResult<()> {
+        for (k, delta) in self.deltas.borrow().iter().filter(|(_, d)| **d != 0) {
+            let now = layout::decode_u64(self.meta.get(k)?.as_deref());
+            self.meta.insert(
+                k.as_slice(),
+                &now.saturating_add_signed(*delta).to_be_bytes(),
+            )?;
+        }
         Ok(())
     }
 
@@ -137,12 +152,16 @@ impl SledStore {
             .map_err(|_| StoreError::Unavailable("writer lock poisoned".into()))?;
         (&self.items, &self.pending, &self.rejected, &self.meta)
             .transaction(|(items, pending, rejected, meta)| {
-                f(&Tx {
+                let tx = Tx {
                     items,
                     pending,
                     rejected,
                     meta,
-                })
+                    deltas: RefCell::default(),
+                };
+                let out = f(&tx)?;
+                tx.write_counts()?;
+                Ok(out)
             })
             .map_err(|e| match e {
                 TransactionError::Abort(reason) => StoreError::Corrupt {
@@ -154,9 +173,9 @@ impl SledStore {
     }
 
     fn decode(key: &[u8], bytes: &[u8]) -> Result<Item, StoreError> {
-        serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt {
+        codec::decode(bytes).map_err(|reason| StoreError::Corrupt {
             key: QueueKey::from_bytes(key).to_string(),
-            reason: e.to_string(),
+            reason,
         })
     }
 
@@ -188,6 +207,10 @@ impl SledStore {
     }
 }
 
+/// sled's page cache. Its default (1 GiB) would let a long queue grow the process to that
+/// size; the delivery path reads the queue front to back, so a small cache serves it well.
+const CACHE_BYTES: u64 = 128 * 1024 * 1024;
+
 /// How long an open waits for a lock that is being released.
 const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -197,11 +220,11 @@ const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(3);
 fn open_db(dir: &Path) -> Result<sled::Db, StoreError> {
     let started = std::time::Instant::now();
     loop {
-        match sled::Config::new()
+        let config = sled::Config::new()
             .path(dir)
             .mode(sled::Mode::HighThroughput)
-            .open()
-        {
+            .cache_capacity(CACHE_BYTES);
+        match config.open() {
             Err(sled::Error::Io(e))
                 if e.to_string().contains("could not acquire lock")
                     && started.elapsed() < LOCK_PATIENCE =>
