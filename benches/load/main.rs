@@ -98,6 +98,7 @@ fn main() {
                 records, iface.path
             );
             let mut served = None;
+            let mut failures = 0;
             if !limit_only {
                 let config = service::write_config(dir.path(), &dir.path().join("service"), None);
                 let svc = service::Service::start(&config);
