@@ -113,12 +113,18 @@ fn main() {
                 let mut limit =
                     runtime.block_on(intake::in_process(&dir.path().join("limit"), &load));
                 limit.print("in-process limit");
-                if let Some(s) = served {
+                if let Some(s) = &served {
                     println!(
                         "ratio service / limit: {:.2}",
                         s.records_per_sec() / limit.records_per_sec()
                     );
                 }
+                failures += limit.errors;
+            }
+            failures += served.map_or(0, |s| s.errors);
+            if failures > 0 {
+                eprintln!("{failures} request(s) failed");
+                std::process::exit(1);
             }
         }
         What::Delivery {
