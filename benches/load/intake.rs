@@ -34,45 +34,30 @@ fn path(iface: &Interface) -> String {
     }
 }
 
-/// Sends for `load.duration` from `load.concurrency` clients over kept-alive connections.
-pub async fn against_service(addr: SocketAddr, load: &Load) -> Run {
-    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
-        .pool_max_idle_per_host(load.concurrency)
-        .build_http();
-    let records = Arc::new(Records::new(load.iface));
-    let uri: http::Uri = format!("http://{addr}{}", path(load.iface))
-        .parse()
-        .expect("uri");
+/// Runs `load.concurrency` clients for `load.duration`; `send(client, seq)` sends one request
+/// and says whether all its records were acknowledged.
+async fn drive<F, Fut>(load: &Load, send: F) -> Run
+where
+    F: Fn(usize, u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
     let started = Instant::now();
     let deadline = started + load.duration;
+    let per = load.per_request as u64;
     let tasks: Vec<_> = (0..load.concurrency)
         .map(|c| {
-            let (client, records, uri) = (client.clone(), Arc::clone(&records), uri.clone());
-            let per = load.per_request;
+            let send = send.clone();
             tokio::spawn(async move {
                 let mut run = Run::default();
                 let mut seq = 0u64;
                 while Instant::now() < deadline {
-                    let body = records.body(c, seq, per);
-                    seq += 1;
-                    let req = http::Request::post(uri.clone())
-                        .header("content-type", "application/json")
-                        .header("x-api-key", KEY)
-                        .body(Full::new(Bytes::from(body)))
-                        .expect("request");
                     let sent = Instant::now();
-                    let ok = match client.request(req).await {
-                        Ok(resp) => {
-                            let status = resp.status();
-                            let _ = resp.into_body().collect().await;
-                            status == http::StatusCode::ACCEPTED
-                        }
-                        Err(_) => false,
-                    };
+                    let ok = send(c, seq).await;
+                    seq += 1;
                     run.latencies.push(sent.elapsed().as_micros() as u32);
                     run.requests += 1;
                     if ok {
-                        run.records += per as u64;
+                        run.records += per;
                     } else {
                         run.errors += 1;
                     }
@@ -87,6 +72,37 @@ pub async fn against_service(addr: SocketAddr, load: &Load) -> Run {
     }
     total.elapsed = started.elapsed();
     total
+}
+
+/// Sends for `load.duration` from `load.concurrency` clients over kept-alive connections.
+pub async fn against_service(addr: SocketAddr, load: &Load) -> Run {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(load.concurrency)
+        .build_http();
+    let records = Arc::new(Records::new(load.iface));
+    let uri: http::Uri = format!("http://{addr}{}", path(load.iface))
+        .parse()
+        .expect("uri");
+    let per = load.per_request;
+    drive(load, move |c, seq| {
+        let (client, records, uri) = (client.clone(), Arc::clone(&records), uri.clone());
+        async move {
+            let req = http::Request::post(uri)
+                .header("content-type", "application/json")
+                .header("x-api-key", KEY)
+                .body(Full::new(Bytes::from(records.body(c, seq, per))))
+                .expect("request");
+            match client.request(req).await {
+                Ok(resp) => {
+                    let status = resp.status();
+                    let _ = resp.into_body().collect().await;
+                    status == http::StatusCode::ACCEPTED
+                }
+                Err(_) => false,
+            }
+        }
+    })
+    .await
 }
 
 /// The same load without HTTP, on a fresh queue in `data_dir`.
@@ -109,37 +125,19 @@ pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
         .iface
         .needs_accounting_type
         .then(|| "PROJECT".to_string());
-    let started = Instant::now();
-    let deadline = started + load.duration;
-    let tasks: Vec<_> = (0..load.concurrency)
-        .map(|c| {
-            let (intake, records, at) = (Arc::clone(&intake), Arc::clone(&records), accounting_type.clone());
-            let (iface, per) = (load.iface, load.per_request);
-            tokio::spawn(async move {
-                let mut run = Run::default();
-                let mut seq = 0u64;
-                while Instant::now() < deadline {
-                    let body = Bytes::from(records.body(c, seq, per));
-                    seq += 1;
-                    let sent = Instant::now();
-                    let ok = matches!(intake.submit(iface, at.clone(), body).await, Ok(o) if o.succeeded == per);
-                    run.latencies.push(sent.elapsed().as_micros() as u32);
-                    run.requests += 1;
-                    if ok {
-                        run.records += per as u64;
-                    } else {
-                        run.errors += 1;
-                    }
-                }
-                run
-            })
-        })
-        .collect();
-    let mut total = Run::default();
-    for t in tasks {
-        total.merge(t.await.expect("task"));
-    }
-    total.elapsed = started.elapsed();
+    let (iface, per) = (load.iface, load.per_request);
+    let run = drive(load, move |c, seq| {
+        let (intake, records, at) = (
+            Arc::clone(&intake),
+            Arc::clone(&records),
+            accounting_type.clone(),
+        );
+        async move {
+            let body = Bytes::from(records.body(c, seq, per));
+            matches!(intake.submit(iface, at, body).await, Ok(o) if o.succeeded == per)
+        }
+    })
+    .await;
     commit.stop();
-    total
+    run
 }
