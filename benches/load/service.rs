@@ -56,6 +56,8 @@ impl Service {
     pub fn start(config: &Path) -> Self {
         let started = Instant::now();
         let mut child = Command::new(binary())
+            // As systemd/ap-intake.service runs it.
+            .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
             .args(["serve", "--config"])
             .arg(config)
             .stderr(Stdio::piped())
