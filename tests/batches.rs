@@ -20,14 +20,7 @@ fn a_mixed_batch_is_207_and_queues_the_valid_records() {
     assert_eq!(r.status, 207, "{}", r.text);
     let b = r.json();
     assert_eq!(b["status"], "PARTIAL");
-    assert_eq!(
-        (
-            b["total"].as_u64(),
-            b["succeeded"].as_u64(),
-            b["failed"].as_u64()
-        ),
-        (Some(3), Some(2), Some(1))
-    );
+    assert_eq!(r.counts(), (3, 2, 1));
     assert_eq!(
         b["message"],
         "2 record(s) queued, 1 record(s) failed validation"
@@ -59,14 +52,7 @@ fn an_all_invalid_batch_is_400_with_counts() {
     assert_eq!(r.status, 400);
     let b = r.json();
     assert_eq!(b["status"], "FAILED");
-    assert_eq!(
-        (
-            b["total"].as_u64(),
-            b["succeeded"].as_u64(),
-            b["failed"].as_u64()
-        ),
-        (Some(2), Some(0), Some(2))
-    );
+    assert_eq!(r.counts(), (2, 0, 2));
     assert_eq!(b["message"], "2 of 2 records failed validation");
     assert_eq!(
         r.errors(),
@@ -109,14 +95,7 @@ fn payment_confirmations_are_all_or_nothing() {
     assert_eq!(r.status, 400, "{}", r.text);
     let b = r.json();
     assert_eq!(b["status"], "FAILED");
-    assert_eq!(
-        (
-            b["total"].as_u64(),
-            b["succeeded"].as_u64(),
-            b["failed"].as_u64()
-        ),
-        (Some(0), Some(0), Some(0))
-    );
+    assert_eq!(r.counts(), (0, 0, 0));
     assert_eq!(
         b["message"],
         "No items could be processed as the structure was invalid."

@@ -24,14 +24,7 @@ fn assert_structure_failure(r: &Reply, message: &str, path: &str) {
     assert_eq!(r.status, 400, "{}", r.text);
     let b = r.json();
     assert_eq!(b["status"], "FAILED");
-    assert_eq!(
-        (
-            b["total"].as_u64(),
-            b["succeeded"].as_u64(),
-            b["failed"].as_u64()
-        ),
-        (Some(0), Some(0), Some(0))
-    );
+    assert_eq!(r.counts(), (0, 0, 0));
     assert_eq!(r.errors(), vec![(0, path.to_string(), message.to_string())]);
     assert_eq!(b["message"], message);
     assert!(

@@ -28,6 +28,29 @@ pub struct ConnSettings {
 /// A request head larger than this is left to hyper (which answers 431).
 const HEAD_PREREAD_LIMIT: usize = 64 * 1024;
 
+/// The routes as hyper drives them over one connection.
+pub trait Routes:
+    hyper::service::Service<
+        http::Request<hyper::body::Incoming>,
+        Response = warp::reply::Response,
+        Error = std::convert::Infallible,
+        Future: Send + 'static,
+    > + Send
+    + 'static
+{
+}
+
+impl<T> Routes for T where
+    T: hyper::service::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = warp::reply::Response,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Send
+        + 'static
+{
+}
+
 /// Serves one accepted connection to the end.
 pub async fn serve<S>(
     stream: TcpStream,
@@ -37,13 +60,7 @@ pub async fn serve<S>(
     service: S,
     watcher: Watcher,
 ) where
-    S: hyper::service::Service<
-            http::Request<hyper::body::Incoming>,
-            Response = warp::reply::Response,
-            Error = std::convert::Infallible,
-        > + Send
-        + 'static,
-    S::Future: Send + 'static,
+    S: Routes,
 {
     let _ = stream.set_nodelay(true);
     match &settings.tls {
@@ -67,13 +84,7 @@ async fn serve_io<IO, S>(
     watcher: Watcher,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: hyper::service::Service<
-            http::Request<hyper::body::Incoming>,
-            Response = warp::reply::Response,
-            Error = std::convert::Infallible,
-        > + Send
-        + 'static,
-    S::Future: Send + 'static,
+    S: Routes,
 {
     let head = match tokio::time::timeout(settings.header_timeout, read_head(&mut io)).await {
         Ok(Ok(head)) if head.is_empty() => return, // closed before sending anything

@@ -51,6 +51,16 @@ impl Reply {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
+    /// `(total, succeeded, failed)` of the common response body.
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let b = self.json();
+        let n = |k: &str| {
+            b[k].as_u64()
+                .unwrap_or_else(|| panic!("{k} in {}", self.text))
+        };
+        (n("total"), n("succeeded"), n("failed"))
+    }
+
     /// `(index, path, error)` of every error entry.
     pub fn errors(&self) -> Vec<(u64, String, String)> {
         self.json()["errors"]
