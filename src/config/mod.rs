@@ -2,13 +2,15 @@
 //! checked into a [`Config`]. Every error names the key it is about. With no file the service
 //! runs as a sandbox (D21).
 
+mod api_keys;
 mod platform;
 mod server;
 
+pub use api_keys::{Access, ApiKey, RateLimit};
 pub use platform::{Delivery, Platform, PlatformAuth};
 pub use server::{Admin, ClientAuth, Log, LogFormat, Server, Tls};
 
-use crate::interfaces;
+use api_keys::RawApiKey;
 use platform::{RawDelivery, RawPlatform};
 use serde::Deserialize;
 use server::{RawAdmin, RawLog, RawServer};
@@ -106,47 +108,6 @@ struct RawValidation {
 #[serde(deny_unknown_fields)]
 struct RawAccountingObjects {
     types: Option<Vec<String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawApiKey {
-    name: String,
-    sha256: String,
-    interfaces: Vec<String>,
-    rate_limit_per_second: Option<u32>,
-    burst: Option<u32>,
-}
-
-/// Which interfaces a key may use (D20).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Access {
-    /// `["*"]`: every interface.
-    All,
-    /// The interfaces with these identifiers.
-    Only(Vec<&'static str>),
-}
-
-/// One configured API key; the key itself is never stored, only its SHA-256 (D20).
-#[derive(Debug, Clone)]
-pub struct ApiKey {
-    /// Shown in logs instead of the key.
-    pub name: String,
-    /// SHA-256 of the key.
-    pub sha256: [u8; 32],
-    /// What it may use.
-    pub access: Access,
-    /// Requests per second and burst; `None` is unlimited.
-    pub rate_limit: Option<RateLimit>,
-}
-
-/// A per-key rate limit: a steady rate and the burst allowed on top of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateLimit {
-    /// Requests per second.
-    pub per_second: std::num::NonZeroU32,
-    /// Requests allowed at once (defaults to the rate).
-    pub burst: std::num::NonZeroU32,
 }
 
 /// A checked configuration.
@@ -367,61 +328,6 @@ fn check_types(types: Option<Vec<String>>, default: Vec<String>) -> Result<Vec<S
         }
     }
     Ok(types)
-}
-
-impl RawApiKey {
-    fn check(self) -> Result<ApiKey, (&'static str, String)> {
-        if self.name.trim().is_empty() {
-            return Err(("name", "must not be empty".into()));
-        }
-        let sha256 = hex::decode(&self.sha256)
-            .ok()
-            .and_then(|b| <[u8; 32]>::try_from(b).ok())
-            .ok_or((
-                "sha256",
-                "must be 64 hex characters (the SHA-256 of the key)".to_string(),
-            ))?;
-        if self.interfaces.is_empty() {
-            return Err((
-                "interfaces",
-                "list [\"*\"] or the paths the key may use".into(),
-            ));
-        }
-        let access = if self.interfaces.iter().any(|i| i == "*") {
-            Access::All
-        } else {
-            let ids = self
-                .interfaces
-                .iter()
-                .map(|p| {
-                    interfaces::by_path(p).map(|i| i.id).ok_or((
-                        "interfaces",
-                        format!(
-                            "{p:?} is not an interface path, such as \"/general-ledger-codes/v1\""
-                        ),
-                    ))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            Access::Only(ids)
-        };
-        let nonzero = |v: u32, key| {
-            std::num::NonZeroU32::new(v).ok_or((key, "must be at least 1".to_string()))
-        };
-        let rate_limit = match (self.rate_limit_per_second, self.burst) {
-            (None, None) => None,
-            (None, Some(_)) => return Err(("burst", "needs rate_limit_per_second".into())),
-            (Some(rate), burst) => Some(RateLimit {
-                per_second: nonzero(rate, "rate_limit_per_second")?,
-                burst: nonzero(burst.unwrap_or(rate), "burst")?,
-            }),
-        };
-        Ok(ApiKey {
-            name: self.name,
-            sha256,
-            access,
-            rate_limit,
-        })
-    }
 }
 
 #[cfg(test)]
