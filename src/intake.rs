@@ -176,7 +176,7 @@ impl Intake {
                 accepted.push(NewRecord {
                     key,
                     interface: iface.id,
-                    xml: String::from_utf8_lossy(&xml).into_owned(),
+                    xml,
                 });
             } else {
                 failed += 1;

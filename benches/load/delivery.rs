@@ -65,7 +65,7 @@ pub fn fill(data_dir: &Path, n: usize, label: &str) -> SledStore {
                 NewRecord {
                     key: QueueKey::new("gl-code", &["main", &code]).expect("key"),
                     interface: iface.id,
-                    xml: String::from_utf8_lossy(&ap_intake::xml::record(shape, iface.xml_record, &[], &rec)).into_owned(),
+                    xml: ap_intake::xml::record(shape, iface.xml_record, &[], &rec),
                 }
             })
             .collect();

@@ -94,7 +94,7 @@ async fn serve_io<IO, S>(
             return;
         }
         Err(_) => {
-            let request_id = app.request_ids.for_request(&http::HeaderMap::new());
+            let request_id = app.request_ids.fresh();
             let message = format!(
                 "the request headers were not received within {} seconds",
                 settings.header_timeout.as_secs()

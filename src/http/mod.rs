@@ -57,6 +57,15 @@ impl Default for RequestIds {
 }
 
 impl RequestIds {
+    /// A new identifier (for answers written before a request's headers are known).
+    pub fn fresh(&self) -> String {
+        format!(
+            "{}{:08x}",
+            self.prefix,
+            self.next.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
     /// The identifier of a request with these headers.
     pub fn for_request(&self, headers: &http::HeaderMap) -> String {
         let given = headers

@@ -27,7 +27,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .then(handle)
         .recover(move |rejection: warp::Rejection| {
             // Only reachable if warp itself refuses the request (its body already taken).
-            let request_id = fallback.request_ids.for_request(&HeaderMap::new());
+            let request_id = fallback.request_ids.fresh();
             tracing::error!(request_id, ?rejection, "request rejected by the HTTP layer");
             let mut r = ApiError::Internal(format!("{rejection:?}")).response(&request_id);
             if let Ok(v) = HeaderValue::from_str(&request_id) {
