@@ -139,5 +139,11 @@ pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
     })
     .await;
     commit.stop();
+    let syncs = commit.syncs().max(1);
+    println!(
+        "group commit: {syncs} syncs, {:.1} requests per sync, {:.2} ms per sync",
+        run.requests as f64 / syncs as f64,
+        run.elapsed.as_secs_f64() * 1000.0 / syncs as f64
+    );
     run
 }

@@ -1,39 +1,53 @@
 //! Group commit (D17): concurrent requests share one flush.
 //!
-//! A writer stores its records, takes a ticket and waits until a sync that started after the
-//! ticket was taken has finished. One thread runs the syncs back to back: while one runs,
-//! every request that arrives takes a ticket that the next one covers. So a busy server syncs
-//! as often as the disk allows, not once per request, and an idle one syncs at once.
+//! A writer stores its records, then calls [`GroupCommit::durable`] and waits for a sync that
+//! started after that call. One thread runs the syncs: while one runs, every request that
+//! arrives joins the next one. So a busy server syncs as often as the disk allows, not once
+//! per request, and an idle one syncs at once.
+//!
+//! A sync costs CPU as well as disk time (sled's flush, `fdatasync`, waking the writers), and
+//! on a fast disk back-to-back syncs would each cover one or two requests while taking CPU
+//! from the requests themselves. So when the previous sync covered several requests (the
+//! server is busy), the thread first waits [`GATHER`] for more to join. An idle server never
+//! waits.
 
 use super::{Store, StoreError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use tokio::sync::watch;
+use std::time::Duration;
+use tokio::sync::oneshot;
 
-#[derive(Debug, Clone, Default)]
-struct Synced {
-    /// Every ticket up to this one is durable.
-    through: u64,
-    /// The latest failed sync: tickets above `through` and up to this one failed with `error`.
-    failed_through: u64,
-    error: Option<String>,
-}
+/// How long a sync waits for more requests to join when the server is busy.
+const GATHER: Duration = Duration::from_micros(500);
+
+/// The answer to one waiting writer: `Err` carries the failed sync's message.
+type Reply = oneshot::Sender<Result<(), String>>;
 
 #[derive(Default)]
-struct Requests {
-    issued: u64,
+struct Waiting {
+    /// Writers whose records are stored and who wait for the next sync.
+    writers: Vec<Reply>,
     stopping: bool,
+    /// The error of the latest sync, if it failed.
+    last_error: Option<String>,
 }
 
 struct Shared {
     store: Arc<dyn Store>,
-    requests: Mutex<Requests>,
+    waiting: Mutex<Waiting>,
     wake: Condvar,
-    synced: watch::Sender<Synced>,
     syncs: AtomicU64,
 }
 
-/// The syncing thread and the tickets that wait for it.
+impl Shared {
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Waiting>, StoreError> {
+        self.waiting
+            .lock()
+            .map_err(|_| StoreError::Unavailable("sync thread failed".into()))
+    }
+}
+
+/// The syncing thread and the writers that wait for it.
 #[derive(Clone)]
 pub struct GroupCommit {
     shared: Arc<Shared>,
@@ -43,12 +57,10 @@ pub struct GroupCommit {
 impl GroupCommit {
     /// Starts the sync thread for `store`.
     pub fn start(store: Arc<dyn Store>) -> std::io::Result<Self> {
-        let (synced, _) = watch::channel(Synced::default());
         let shared = Arc::new(Shared {
             store,
-            requests: Mutex::new(Requests::default()),
+            waiting: Mutex::new(Waiting::default()),
             wake: Condvar::new(),
-            synced,
             syncs: AtomicU64::new(0),
         });
         let worker = Arc::clone(&shared);
@@ -63,30 +75,19 @@ impl GroupCommit {
 
     /// Waits until everything stored before this call is durable.
     pub async fn durable(&self) -> Result<(), StoreError> {
-        let ticket = {
-            let mut r = self
-                .shared
-                .requests
-                .lock()
-                .map_err(|_| StoreError::Unavailable("sync thread failed".into()))?;
-            if r.stopping {
+        let (reply, answer) = oneshot::channel();
+        {
+            let mut w = self.shared.lock()?;
+            if w.stopping {
                 return Err(StoreError::Unavailable("shutting down".into()));
             }
-            r.issued += 1;
-            r.issued
-        };
+            w.writers.push(reply);
+        }
         self.shared.wake.notify_one();
-        let mut rx = self.shared.synced.subscribe();
-        let state = rx
-            .wait_for(|s| s.through >= ticket || s.failed_through >= ticket)
-            .await
-            .map_err(|_| StoreError::Unavailable("sync thread stopped".into()))?;
-        if state.through >= ticket {
-            Ok(())
-        } else {
-            Err(StoreError::Unavailable(
-                state.error.clone().unwrap_or_else(|| "sync failed".into()),
-            ))
+        match answer.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(StoreError::Unavailable(e)),
+            Err(_) => Err(StoreError::Unavailable("sync thread stopped".into())),
         }
     }
 
@@ -97,14 +98,14 @@ impl GroupCommit {
 
     /// The error of the latest sync, if it failed (readiness check).
     pub fn last_error(&self) -> Option<String> {
-        self.shared.synced.borrow().error.clone()
+        self.shared.lock().ok().and_then(|w| w.last_error.clone())
     }
 
     /// Syncs what is outstanding and stops the thread (waiting for it); later calls to
     /// [`Self::durable`] fail.
     pub fn stop(&self) {
-        if let Ok(mut r) = self.shared.requests.lock() {
-            r.stopping = true;
+        if let Ok(mut w) = self.shared.lock() {
+            w.stopping = true;
         }
         self.shared.wake.notify_one();
         let thread = self.thread.lock().ok().and_then(|mut t| t.take());
@@ -115,38 +116,41 @@ impl GroupCommit {
 }
 
 fn run(shared: &Shared) {
-    let mut done = 0;
+    let mut last_batch = 0;
     loop {
-        let (target, stopping) = {
-            let Ok(mut r) = shared.requests.lock() else {
+        let stopping = {
+            let Ok(mut w) = shared.lock() else {
                 return;
             };
-            while r.issued == done && !r.stopping {
-                r = match shared.wake.wait(r) {
-                    Ok(r) => r,
+            while w.writers.is_empty() && !w.stopping {
+                w = match shared.wake.wait(w) {
+                    Ok(w) => w,
                     Err(_) => return,
                 };
             }
-            (r.issued, r.stopping)
+            w.stopping
         };
-        if target > done {
-            let result = shared.store.sync();
-            shared.syncs.fetch_add(1, Ordering::Relaxed);
-            shared.synced.send_modify(|s| match &result {
-                Ok(()) => {
-                    s.through = target;
-                    s.error = None;
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "queue sync failed; requests waiting on it get 503");
-                    s.failed_through = target;
-                    s.error = Some(e.to_string());
-                }
-            });
-            done = target;
+        if last_batch > 1 && !stopping {
+            std::thread::sleep(GATHER);
+        }
+        // Every writer in the list stored its records before joining it, so this sync
+        // covers them all; later ones wait for the next.
+        let Ok(writers) = shared.lock().map(|mut w| std::mem::take(&mut w.writers)) else {
+            return;
+        };
+        last_batch = writers.len();
+        let result = shared.store.sync().map_err(|e| e.to_string());
+        shared.syncs.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "queue sync failed; requests waiting on it get 503");
+        }
+        if let Ok(mut w) = shared.lock() {
+            w.last_error = result.as_ref().err().cloned();
+        }
+        for writer in writers {
+            let _ = writer.send(result.clone());
         }
         if stopping {
-            let _ = shared.store.sync();
             return;
         }
     }
