@@ -170,3 +170,34 @@ fn concurrent_requests_share_syncs_and_all_are_stored() {
     assert_eq!(items.len() as u64, requests);
     drop(dir);
 }
+
+#[test]
+fn a_queue_in_another_format_is_refused_with_a_message_that_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(ap_intake::queue::SledStore::open(dir.path()).unwrap());
+    let other = |format: Option<&[u8]>| {
+        let db = sled::open(dir.path().join("queue")).unwrap();
+        let meta = db.open_tree("meta").unwrap();
+        match format {
+            Some(f) => meta.insert("format", f).unwrap(),
+            None => meta.remove("format").unwrap(),
+        };
+        db.open_tree("items").unwrap().insert("x", "y").unwrap();
+        db.flush().unwrap();
+    };
+    let refusal = || match ap_intake::queue::SledStore::open(dir.path()) {
+        Ok(_) => panic!("a queue in another format was opened"),
+        Err(e) => e.to_string(),
+    };
+    other(Some(&[3]));
+    let message = refusal();
+    assert!(message.contains("has format 3"), "{message}");
+    assert!(message.contains("reads format 2"), "{message}");
+    assert!(
+        message.contains(&dir.path().display().to_string()),
+        "{message}"
+    );
+    // A queue of the first format carries no marker.
+    other(None);
+    assert!(refusal().contains("has format 1"));
+}

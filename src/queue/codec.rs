@@ -4,29 +4,32 @@
 //! ```text
 //! 1   format (1)
 //! 1   state (0 pending, 1 rejected)
-//! 8   version            8   queued_at_ms       8   updated_at_ms       4   attempts
+//! 8   version            8   lot                8   queued_at_ms
+//! 8   updated_at_ms      4   attempts
 //! 1   interface length   n   interface
 //! 4   last_error length (u32::MAX for none)     n   last_error
 //! ..  xml (to the end)
 //! ```
-//! Integers are big-endian.
+//! Integers are big-endian. `lot` names the pending-index entry that lists the item (0 when
+//! it is rejected); it belongs to the storage, not to [`Item`].
 
 use super::{Item, State};
 
-const FORMAT: u8 = 1;
+const FORMAT: u8 = 2;
 const NONE: u32 = u32::MAX;
 
-/// Encodes an item.
-pub fn encode(item: &Item) -> Vec<u8> {
+/// Encodes an item and its lot.
+pub fn encode(item: &Item, lot: u64) -> Vec<u8> {
     let error = item.last_error.as_deref();
     let mut out =
-        Vec::with_capacity(40 + item.interface.len() + error.map_or(0, str::len) + item.xml.len());
+        Vec::with_capacity(48 + item.interface.len() + error.map_or(0, str::len) + item.xml.len());
     out.push(FORMAT);
     out.push(match item.state {
         State::Pending => 0,
         State::Rejected => 1,
     });
     out.extend_from_slice(&item.version.to_be_bytes());
+    out.extend_from_slice(&lot.to_be_bytes());
     out.extend_from_slice(&item.queued_at_ms.to_be_bytes());
     out.extend_from_slice(&item.updated_at_ms.to_be_bytes());
     out.extend_from_slice(&item.attempts.to_be_bytes());
@@ -74,8 +77,8 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Decodes an item; the error says what is wrong.
-pub fn decode(bytes: &[u8]) -> Result<Item, String> {
+/// Decodes an item and its lot; the error says what is wrong.
+pub fn decode(bytes: &[u8]) -> Result<(Item, u64), String> {
     let mut r = Reader(bytes);
     match r.take(1)?[0] {
         FORMAT => {}
@@ -87,6 +90,7 @@ pub fn decode(bytes: &[u8]) -> Result<Item, String> {
         other => return Err(format!("unknown state {other}")),
     };
     let version = r.u64()?;
+    let lot = r.u64()?;
     let queued_at_ms = r.u64()?;
     let updated_at_ms = r.u64()?;
     let attempts = r.u32()?;
@@ -97,7 +101,7 @@ pub fn decode(bytes: &[u8]) -> Result<Item, String> {
         n => Some(r.text(n as usize)?),
     };
     let xml = r.text(r.0.len())?;
-    Ok(Item {
+    let item = Item {
         interface,
         version,
         state,
@@ -106,7 +110,8 @@ pub fn decode(bytes: &[u8]) -> Result<Item, String> {
         attempts,
         last_error,
         xml,
-    })
+    };
+    Ok((item, lot))
 }
 
 #[cfg(test)]
@@ -125,11 +130,11 @@ mod tests {
             last_error: Some("HTTP 400: ä".into()),
             xml: "<gl_code><code>1</code></gl_code>".into(),
         };
-        assert_eq!(decode(&encode(&item)), Ok(item.clone()));
+        assert_eq!(decode(&encode(&item, 0)), Ok((item.clone(), 0)));
         item.last_error = None;
         item.state = State::Pending;
-        assert_eq!(decode(&encode(&item)), Ok(item.clone()));
-        assert!(decode(&encode(&item)[..20]).is_err());
+        assert_eq!(decode(&encode(&item, 7)), Ok((item.clone(), 7)));
+        assert!(decode(&encode(&item, 7)[..20]).is_err());
         assert!(decode(&[9]).is_err());
     }
 }

@@ -8,11 +8,43 @@ pub(crate) enum Count {
     Delivered,
 }
 
-pub(crate) fn pending_key(interface: &str, queued_at_ms: u64, version: u64) -> Vec<u8> {
+/// The pending-index entry of a lot: the keys queued together at `queued_at_ms`.
+pub(crate) fn pending_key(interface: &str, queued_at_ms: u64, lot: u64) -> Vec<u8> {
     let mut k = prefix(interface);
     k.extend_from_slice(&queued_at_ms.to_be_bytes());
-    k.extend_from_slice(&version.to_be_bytes());
+    k.extend_from_slice(&lot.to_be_bytes());
     k
+}
+
+/// The lot id of a pending-index key.
+pub(crate) fn pending_lot(key: &[u8]) -> Option<u64> {
+    let at = key.len().checked_sub(8)?;
+    Some(u64::from_be_bytes(key.get(at..)?.try_into().ok()?))
+}
+
+/// A lot's keys: each as a u32 length and the key.
+pub(crate) fn encode_lot(keys: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(keys.iter().map(|k| k.len() + 4).sum());
+    for k in keys {
+        out.extend_from_slice(&(k.len() as u32).to_be_bytes());
+        out.extend_from_slice(k);
+    }
+    out
+}
+
+/// The keys of an encoded lot.
+pub(crate) fn decode_lot(mut bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    let mut keys = Vec::new();
+    while !bytes.is_empty() {
+        let (len, rest) = bytes
+            .split_first_chunk::<4>()
+            .ok_or("truncated lot entry")?;
+        let len = u32::from_be_bytes(*len) as usize;
+        let key = rest.get(..len).ok_or("truncated lot entry")?;
+        keys.push(key.to_vec());
+        bytes = &rest[len..];
+    }
+    Ok(keys)
 }
 
 /// `queued_at_ms` of a pending-index key.
@@ -58,6 +90,9 @@ pub(crate) fn backoff_key(interface: &str) -> Vec<u8> {
     [b"backoff\0", interface.as_bytes()].concat()
 }
 
+/// The meta key of the queue's format (see `sled_store.rs`).
+pub(crate) const FORMAT_KEY: &[u8] = b"format";
+
 pub(crate) fn decode_u64(bytes: Option<&[u8]>) -> u64 {
     bytes
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
@@ -76,5 +111,14 @@ mod tests {
         assert!(a < b && b < c);
         assert_eq!(pending_queued_at(&b), Some(6));
         assert_eq!(rejected_queue_key(&rejected_key("gl", b"k\0x")), b"k\0x");
+        assert_eq!(pending_lot(&b), Some(1));
+    }
+
+    #[test]
+    fn lots_round_trip() {
+        let keys = vec![b"gl-code\0main\0A".to_vec(), Vec::new(), b"x".to_vec()];
+        assert_eq!(decode_lot(&encode_lot(&keys)), Ok(keys.clone()));
+        assert_eq!(decode_lot(&[]), Ok(vec![]));
+        assert!(decode_lot(&encode_lot(&keys)[..6]).is_err());
     }
 }

@@ -5,15 +5,22 @@
 //! `tests/store_suite.rs` the suite every implementation must pass. [`GroupCommit`] shares one
 //! sync among concurrent requests.
 //!
-//! On-disk layout (sled, in `<data_dir>/queue`; encodings in `layout.rs`):
+//! On-disk layout (sled, in `<data_dir>/queue`; encodings in `layout.rs` and `codec.rs`):
 //!
 //! ```text
-//! items     QueueKey                               -> Item (codec.rs): the record's latest version
-//! pending   interface 0x00 queued_at(8) version(8) -> QueueKey   delivery order, oldest first
-//! rejected  interface 0x00 QueueKey                -> ()         parked by the platform
-//! meta      "count" 0 interface 0 kind             -> u64        pending/rejected/delivered
-//!           "backoff" 0 interface                  -> Backoff (JSON): failures, next attempt
+//! items     QueueKey                           -> Item and its lot: the record's latest version
+//! pending   interface 0x00 queued_at(8) lot(8) -> the lot's QueueKeys   delivery order, oldest first
+//! rejected  interface 0x00 QueueKey            -> ()                    parked by the platform
+//! meta      "format"                           -> 2
+//!           "count" 0 interface 0 kind         -> u64                   pending/rejected/delivered
+//!           "backoff" 0 interface              -> Backoff (JSON): failures, next attempt
 //! ```
+//!
+//! A *lot* is the keys of one interface that one upsert queued at one time (at most 512): the
+//! pending index has one entry per lot rather than one per key, so queueing a record costs one
+//! tree insert, not two, and a resend of a pending key leaves the index alone. A lot is named
+//! by the version of its first record; an item records the lot that lists it, and a lot loses
+//! keys as they are delivered, rejected or move to another interface, and goes when empty.
 //!
 //! Every change to an item, its index entry and the counters is one sled transaction, so a
 //! crash leaves them consistent. `version` comes from sled's persistent id generator and grows
@@ -25,6 +32,7 @@ pub mod commit;
 pub mod key;
 mod layout;
 pub mod sled_store;
+mod sled_tx;
 
 pub use commit::GroupCommit;
 pub use key::QueueKey;
@@ -128,6 +136,19 @@ pub enum StoreError {
         key: String,
         /// Why.
         reason: String,
+    },
+    /// The queue was written in a format this version does not read.
+    #[error(
+        "the queue in {dir} has format {found}; this version of ap-intake reads format {expected} \
+         (start the version that wrote it and let it deliver, or move the directory away)"
+    )]
+    Format {
+        /// The queue directory.
+        dir: String,
+        /// The format found.
+        found: u8,
+        /// The format this version reads.
+        expected: u8,
     },
     /// The storage is shutting down or a background task failed.
     #[error("queue storage unavailable: {0}")]

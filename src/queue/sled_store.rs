@@ -2,11 +2,10 @@
 
 use super::codec;
 use super::layout::{self, Count};
+use super::sled_tx::{Tx, TxResult};
 use super::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
 use sled::Transactional;
-use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
-use std::cell::RefCell;
-use std::collections::HashMap;
+use sled::transaction::TransactionError;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -28,105 +27,12 @@ pub struct SledStore {
     writer: Mutex<()>,
 }
 
-/// The four trees, inside a transaction.
-struct Tx<'a> {
-    items: &'a TransactionalTree,
-    pending: &'a TransactionalTree,
-    rejected: &'a TransactionalTree,
-    meta: &'a TransactionalTree,
-    /// Counter changes, written once per counter when the transaction's work is done.
-    deltas: RefCell<HashMap<Vec<u8>, i64>>,
-}
-
-type TxResult<T> = Result<T, ConflictableTransactionError<String>>;
-
-impl Tx<'_> {
-    fn item(&self, key: &QueueKey) -> TxResult<Option<Item>> {
-        match self.items.get(key.as_bytes())? {
-            None => Ok(None),
-            Some(bytes) => codec::decode(&bytes)
-                .map(Some)
-                .map_err(|e| ConflictableTransactionError::Abort(format!("item {key}: {e}"))),
-        }
-    }
-
-    fn put(&self, key: &QueueKey, item: &Item) -> TxResult<()> {
-        self.items.insert(key.as_bytes(), codec::encode(item))?;
-        Ok(())
-    }
-
-    fn count(&self, interface: &str, count: Count, delta: i64) -> TxResult<()> {
-        *self
-            .deltas
-            .borrow_mut()
-            .entry(layout::count_key(interface, count))
-            .or_default() += delta;
-        Ok(())
-    }
-
-    fn write_counts(&self) -> TxResult<()> {
-        for (k, delta) in self.deltas.borrow().iter().filter(|(_, d)| **d != 0) {
-            let now = layout::decode_u64(self.meta.get(k)?.as_deref());
-            self.meta.insert(
-                k.as_slice(),
-                &now.saturating_add_signed(*delta).to_be_bytes(),
-            )?;
-        }
-        Ok(())
-    }
-
-    /// Takes an item out of whichever index holds it.
-    fn unindex(&self, key: &QueueKey, item: &Item) -> TxResult<()> {
-        match item.state {
-            State::Pending => {
-                self.pending.remove(layout::pending_key(
-                    &item.interface,
-                    item.queued_at_ms,
-                    item.version,
-                ))?;
-                self.count(&item.interface, Count::Pending, -1)
-            }
-            State::Rejected => {
-                self.rejected
-                    .remove(layout::rejected_key(&item.interface, key.as_bytes()))?;
-                self.count(&item.interface, Count::Rejected, -1)
-            }
-        }
-    }
-
-    /// Stores an item and puts it in the index of its state.
-    fn index(&self, key: &QueueKey, item: &Item) -> TxResult<()> {
-        self.put(key, item)?;
-        match item.state {
-            State::Pending => {
-                self.pending.insert(
-                    layout::pending_key(&item.interface, item.queued_at_ms, item.version),
-                    key.as_bytes(),
-                )?;
-                self.count(&item.interface, Count::Pending, 1)
-            }
-            State::Rejected => {
-                self.rejected
-                    .insert(layout::rejected_key(&item.interface, key.as_bytes()), &[])?;
-                self.count(&item.interface, Count::Rejected, 1)
-            }
-        }
-    }
-
-    /// The item of a key if it is pending at `version`.
-    fn sent_item(&self, sent: &Sent) -> TxResult<Option<Item>> {
-        Ok(self
-            .item(&sent.key)?
-            .filter(|i| i.version == sent.version && i.state == State::Pending))
-    }
-}
-
 impl SledStore {
     /// Opens (or creates) the queue in `data_dir`. Fails when another process holds it.
     pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
         let dir = data_dir.join("queue");
         let db = open_db(&dir)?;
-        Ok(Self {
+        let store = Self {
             items: db.open_tree("items")?,
             pending: db.open_tree("pending")?,
             rejected: db.open_tree("rejected")?,
@@ -136,7 +42,9 @@ impl SledStore {
             dir,
             last_sync: Mutex::new(SystemTime::UNIX_EPOCH),
             writer: Mutex::new(()),
-        })
+        };
+        store.check_format()?;
+        Ok(store)
     }
 
     /// Whether a queue exists in `data_dir` (without creating one).
@@ -152,15 +60,9 @@ impl SledStore {
             .map_err(|_| StoreError::Unavailable("writer lock poisoned".into()))?;
         (&self.items, &self.pending, &self.rejected, &self.meta)
             .transaction(|(items, pending, rejected, meta)| {
-                let tx = Tx {
-                    items,
-                    pending,
-                    rejected,
-                    meta,
-                    deltas: RefCell::default(),
-                };
+                let tx = Tx::new(items, pending, rejected, meta);
                 let out = f(&tx)?;
-                tx.write_counts()?;
+                tx.finish()?;
                 Ok(out)
             })
             .map_err(|e| match e {
@@ -172,11 +74,34 @@ impl SledStore {
             })
     }
 
-    fn decode(key: &[u8], bytes: &[u8]) -> Result<Item, StoreError> {
+    fn decode(key: &[u8], bytes: &[u8]) -> Result<(Item, u64), StoreError> {
         codec::decode(bytes).map_err(|reason| StoreError::Corrupt {
             key: QueueKey::from_bytes(key).to_string(),
             reason,
         })
+    }
+
+    fn get_with_lot(&self, key: &[u8]) -> Result<Option<(Item, u64)>, StoreError> {
+        self.items
+            .get(key)?
+            .map(|v| Self::decode(key, &v))
+            .transpose()
+    }
+
+    /// Checks the format marker, writing it into a new queue.
+    fn check_format(&self) -> Result<(), StoreError> {
+        match self.meta.get(layout::FORMAT_KEY)? {
+            Some(v) if *v == [FORMAT] => Ok(()),
+            None if self.items.is_empty() && self.pending.is_empty() => {
+                self.meta.insert(layout::FORMAT_KEY, &[FORMAT])?;
+                Ok(())
+            }
+            found => Err(StoreError::Format {
+                dir: self.dir.display().to_string(),
+                found: found.map_or(1, |v| v.first().copied().unwrap_or(0)),
+                expected: FORMAT,
+            }),
+        }
     }
 
     /// sled writes values over 128 KiB (a quarter segment) to files in `blobs/` without
@@ -206,6 +131,14 @@ impl SledStore {
         Ok(())
     }
 }
+
+/// The on-disk format this version reads and writes: 2 is the layout in `mod.rs` (lots in the
+/// pending index); 1, unmarked, listed every pending key in an entry of its own.
+const FORMAT: u8 = 2;
+
+/// At most this many keys share one lot, so that delivering part of a lot rewrites a small
+/// entry.
+const MAX_LOT: usize = 512;
 
 /// sled's page cache. Its default (1 GiB) would let a long queue grow the process to that
 /// size; the delivery path reads the queue front to back, so a small cache serves it well.
@@ -243,15 +176,13 @@ impl Store for SledStore {
             .map(|_| self.db.generate_id())
             .collect::<Result<Vec<_>, _>>()?;
         self.write(|tx| {
+            let mut lots = Lots::default();
             for (rec, &version) in records.iter().zip(&versions) {
                 let old = tx.item(&rec.key)?;
-                if let Some(old) = &old {
-                    tx.unindex(&rec.key, old)?;
-                }
                 // A pending key keeps its age and attempts: it stays where it is in the line.
-                let (queued_at_ms, attempts, last_error) = match old {
-                    Some(o) if o.state == State::Pending => {
-                        (o.queued_at_ms, o.attempts, o.last_error)
+                let (queued_at_ms, attempts, last_error) = match &old {
+                    Some((o, _)) if o.state == State::Pending => {
+                        (o.queued_at_ms, o.attempts, o.last_error.clone())
                     }
                     _ => (now_ms, 0, None),
                 };
@@ -265,7 +196,16 @@ impl Store for SledStore {
                     last_error,
                     xml: rec.xml.clone(),
                 };
-                tx.index(&rec.key, &item)?;
+                match old {
+                    Some((o, lot)) if o.state == State::Pending && o.interface == rec.interface => {
+                        tx.put(&rec.key, &item, lot)?;
+                        continue;
+                    }
+                    Some((o, lot)) => tx.unindex(&rec.key, &o, lot)?,
+                    None => {}
+                }
+                let lot = lots.place(rec.interface, queued_at_ms, version);
+                tx.index(&rec.key, &item, lot, true)?;
             }
             Ok(())
         })
@@ -288,23 +228,24 @@ impl Store for SledStore {
     }
 
     fn get(&self, key: &QueueKey) -> Result<Option<Item>, StoreError> {
-        self.items
-            .get(key.as_bytes())?
-            .map(|v| Self::decode(key.as_bytes(), &v))
-            .transpose()
+        Ok(self.get_with_lot(key.as_bytes())?.map(|(item, _)| item))
     }
 
     fn pending(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError> {
         let mut out = Vec::new();
         for entry in self.pending.scan_prefix(layout::prefix(interface)) {
-            if out.len() >= limit {
-                break;
-            }
-            let (_, key) = entry?;
-            let key = QueueKey::from_bytes(&key);
-            // The index and the item are written together; a miss would be a bug, not data.
-            if let Some(item) = self.get(&key)? {
-                out.push((key, item));
+            let (entry, keys) = entry?;
+            let lot = layout::pending_lot(&entry);
+            for key in self.lot_keys(&entry, &keys)? {
+                if out.len() >= limit {
+                    return Ok(out);
+                }
+                // The index and the items are written together; a mismatch would be a bug.
+                if let Some((item, l)) = self.get_with_lot(&key)? {
+                    if item.state == State::Pending && Some(l) == lot {
+                        out.push((QueueKey::from_bytes(&key), item));
+                    }
+                }
             }
         }
         Ok(out)
@@ -313,11 +254,18 @@ impl Store for SledStore {
     fn keys(&self, state: State, interface: Option<&str>) -> Result<Vec<QueueKey>, StoreError> {
         let prefix = interface.map(layout::prefix).unwrap_or_default();
         match state {
-            State::Pending => self
-                .pending
-                .scan_prefix(prefix)
-                .map(|e| Ok(QueueKey::from_bytes(&e?.1)))
-                .collect(),
+            State::Pending => {
+                let mut keys = Vec::new();
+                for entry in self.pending.scan_prefix(prefix) {
+                    let (entry, lot) = entry?;
+                    keys.extend(
+                        self.lot_keys(&entry, &lot)?
+                            .iter()
+                            .map(|k| QueueKey::from_bytes(k)),
+                    );
+                }
+                Ok(keys)
+            }
             State::Rejected => self
                 .rejected
                 .scan_prefix(prefix)
@@ -330,10 +278,10 @@ impl Store for SledStore {
         self.write(|tx| {
             let mut gone = 0;
             for s in sent {
-                if let Some(item) = tx.sent_item(s)? {
-                    tx.unindex(&s.key, &item)?;
+                if let Some((item, lot)) = tx.sent_item(s)? {
+                    tx.unindex(&s.key, &item, lot)?;
                     tx.items.remove(s.key.as_bytes())?;
-                    tx.count(&item.interface, Count::Delivered, 1)?;
+                    tx.count(&item.interface, Count::Delivered, 1);
                     gone += 1;
                 }
             }
@@ -344,10 +292,10 @@ impl Store for SledStore {
     fn failed(&self, sent: &[Sent], error: &str) -> Result<(), StoreError> {
         self.write(|tx| {
             for s in sent {
-                if let Some(mut item) = tx.sent_item(s)? {
+                if let Some((mut item, lot)) = tx.sent_item(s)? {
                     item.attempts += 1;
                     item.last_error = Some(error.to_string());
-                    tx.put(&s.key, &item)?;
+                    tx.put(&s.key, &item, lot)?;
                 }
             }
             Ok(())
@@ -356,27 +304,30 @@ impl Store for SledStore {
 
     fn reject(&self, sent: &Sent, error: &str) -> Result<bool, StoreError> {
         self.write(|tx| {
-            let Some(mut item) = tx.sent_item(sent)? else {
+            let Some((mut item, lot)) = tx.sent_item(sent)? else {
                 return Ok(false);
             };
-            tx.unindex(&sent.key, &item)?;
+            tx.unindex(&sent.key, &item, lot)?;
             item.state = State::Rejected;
             item.attempts += 1;
             item.last_error = Some(error.to_string());
-            tx.index(&sent.key, &item)?;
+            tx.index(&sent.key, &item, 0, false)?;
             Ok(true)
         })
     }
 
     fn requeue(&self, key: &QueueKey) -> Result<bool, StoreError> {
         self.write(|tx| {
-            let Some(mut item) = tx.item(key)?.filter(|i| i.state == State::Rejected) else {
+            let Some((mut item, _)) = tx.item(key)?.filter(|(i, _)| i.state == State::Rejected)
+            else {
                 return Ok(false);
             };
-            tx.unindex(key, &item)?;
+            tx.unindex(key, &item, 0)?;
             item.state = State::Pending;
             item.attempts = 0;
-            tx.index(key, &item)?;
+            // Back to its place in the line: the lot it was queued in, named by its version
+            // (the ids of lots are versions of their first records, so no other lot has it).
+            tx.index(key, &item, item.version, false)?;
             Ok(true)
         })
     }
@@ -434,8 +385,43 @@ impl Store for SledStore {
             .iter()
             .map(|kv| {
                 let (k, v) = kv?;
-                Ok((QueueKey::from_bytes(&k), Self::decode(&k, &v)?))
+                Ok((QueueKey::from_bytes(&k), Self::decode(&k, &v)?.0))
             })
             .collect()
+    }
+}
+
+impl SledStore {
+    fn lot_keys(&self, entry: &[u8], lot: &[u8]) -> Result<Vec<Vec<u8>>, StoreError> {
+        layout::decode_lot(lot).map_err(|reason| StoreError::Corrupt {
+            key: format!("pending index {}", String::from_utf8_lossy(entry)),
+            reason,
+        })
+    }
+}
+
+/// The lots an upsert opens: records of one interface queued at one time share a lot of at
+/// most [`MAX_LOT`] keys, named by the version of its first record.
+#[derive(Default)]
+struct Lots<'a> {
+    open: Vec<(&'a str, u64, u64, usize)>,
+}
+
+impl<'a> Lots<'a> {
+    fn place(&mut self, interface: &'a str, queued_at_ms: u64, version: u64) -> u64 {
+        let found = self
+            .open
+            .iter_mut()
+            .find(|(i, q, _, n)| *i == interface && *q == queued_at_ms && *n < MAX_LOT);
+        match found {
+            Some((_, _, lot, n)) => {
+                *n += 1;
+                *lot
+            }
+            None => {
+                self.open.push((interface, queued_at_ms, version, 1));
+                version
+            }
+        }
     }
 }

@@ -4,6 +4,7 @@
 use ap_intake::queue::{Backoff, Item, NewRecord, QueueKey, Sent, SledStore, Store};
 use std::path::Path;
 
+mod batches;
 mod delivery;
 mod parking;
 mod reopen;
