@@ -3,7 +3,7 @@
 
 use crate::delivery::Waker;
 use crate::interfaces::{Interface, KeyPart, Mode};
-use crate::queue::{GroupCommit, NewRecord, QueueKey, Store, StoreError, now_ms};
+use crate::queue::{NewRecord, QueueKey, StoreError, Writer};
 use crate::validate::Validator;
 use crate::validate::envelope::{self, StructureError};
 use crate::xml;
@@ -73,31 +73,32 @@ pub enum IntakeError {
     Storage(#[from] StoreError),
 }
 
+/// Bodies up to this size are checked on the async worker that received them: a few records
+/// take tens of microseconds, less than a hand-off to the blocking pool. Larger bodies go to
+/// the blocking pool so they never hold up other connections.
+const INLINE_BODY_BYTES: usize = 16 * 1024;
+
 /// Validation, transformation and queueing for all interfaces.
 pub struct Intake {
     validator: Validator,
-    store: Arc<dyn Store>,
-    commit: GroupCommit,
+    writer: Writer,
     accounting_types: Vec<String>,
     max_records: usize,
     delivery: Waker,
 }
 
 impl Intake {
-    /// An intake over `store`, syncing through `commit` and waking `delivery` when records
-    /// are stored.
+    /// An intake queueing through `writer` and waking `delivery` when records are stored.
     pub fn new(
         validator: Validator,
-        store: Arc<dyn Store>,
-        commit: GroupCommit,
+        writer: Writer,
         accounting_types: Vec<String>,
         max_records: usize,
         delivery: Waker,
     ) -> Self {
         Self {
             validator,
-            store,
-            commit,
+            writer,
             accounting_types,
             max_records,
             delivery,
@@ -132,27 +133,31 @@ impl Intake {
         accounting_type: Option<String>,
         body: bytes::Bytes,
     ) -> Result<Outcome, IntakeError> {
-        let this = Arc::clone(self);
-        let (outcome, stored) = tokio::task::spawn_blocking(move || {
-            this.store_records(iface, accounting_type.as_deref(), &body)
-        })
-        .await
-        .map_err(|e| StoreError::Unavailable(e.to_string()))??;
-        if stored {
-            self.commit.durable().await?;
+        let (outcome, accepted) = if body.len() <= INLINE_BODY_BYTES {
+            self.check_records(iface, accounting_type.as_deref(), &body)?
+        } else {
+            let this = Arc::clone(self);
+            tokio::task::spawn_blocking(move || {
+                this.check_records(iface, accounting_type.as_deref(), &body)
+            })
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))??
+        };
+        if !accepted.is_empty() {
+            self.writer.store(accepted).await?;
             self.delivery.wake();
         }
         Ok(outcome)
     }
 
-    /// The CPU part of [`Self::submit`]: parse, validate, transform, store (not yet durable).
-    /// Returns the outcome and whether anything was stored.
-    pub fn store_records(
+    /// The CPU part of [`Self::submit`]: parse, validate, transform. Returns the outcome and
+    /// the records to queue.
+    pub fn check_records(
         &self,
         iface: &Interface,
         accounting_type: Option<&str>,
         body: &[u8],
-    ) -> Result<(Outcome, bool), IntakeError> {
+    ) -> Result<(Outcome, Vec<NewRecord>), IntakeError> {
         let records = envelope::records(body)?;
         if records.len() > self.max_records {
             return Err(IntakeError::TooManyRecords {
@@ -198,12 +203,9 @@ impl Intake {
                 errors,
                 message: "No items could be processed as the structure was invalid.".into(),
             };
-            return Ok((outcome, false));
+            return Ok((outcome, Vec::new()));
         }
         let succeeded = accepted.len();
-        if succeeded > 0 {
-            self.store.upsert(&accepted, now_ms())?;
-        }
         let (status, message) = match (succeeded, failed) {
             (_, 0) => (Status::Success, format!("{succeeded} record(s) queued")),
             (0, _) => (
@@ -223,7 +225,7 @@ impl Intake {
             errors,
             message,
         };
-        Ok((outcome, succeeded > 0))
+        Ok((outcome, accepted))
     }
 }
 

@@ -11,7 +11,7 @@ use crate::http::{self, App, RequestIds, auth::Auth};
 use crate::intake::Intake;
 use crate::interfaces::INTERFACES;
 use crate::metrics::Metrics;
-use crate::queue::{GroupCommit, SledStore, Store, StoreError};
+use crate::queue::{GroupCommit, SledStore, Store, StoreError, Writer};
 use crate::validate::{SchemaError, Validator};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -79,6 +79,7 @@ pub struct Running {
     admin: JoinHandle<std::io::Result<()>>,
     ops: Option<JoinHandle<()>>,
     worker: Worker,
+    writer: Writer,
     commit: GroupCommit,
     store: Arc<dyn Store>,
 }
@@ -94,6 +95,11 @@ impl Running {
         self.commit.syncs()
     }
 
+    /// Queue transactions of the intake so far (see [`Writer::transactions`]).
+    pub fn transactions(&self) -> u64 {
+        self.writer.transactions()
+    }
+
     /// Stops accepting, lets requests in flight finish, stops the delivery worker (waiting up
     /// to [`DELIVERY_STOP_DEADLINE`]), syncs the queue and closes it. When this returns another
     /// process may open the data directory.
@@ -104,7 +110,7 @@ impl Running {
         if let Some(ops) = self.ops {
             let _ = ops.await;
         }
-        let (worker, commit, store) = (self.worker, self.commit, self.store);
+        let (worker, writer, commit, store) = (self.worker, self.writer, self.commit, self.store);
         let _ = tokio::task::spawn_blocking(move || {
             let worker_stopped = worker.stop(DELIVERY_STOP_DEADLINE);
             if !worker_stopped {
@@ -112,8 +118,9 @@ impl Running {
                     "the delivery in flight did not finish in time; its records stay queued"
                 );
             }
+            writer.stop();
             commit.stop();
-            drop(commit); // it holds the store too
+            drop((writer, commit)); // they hold the store too
             if let Err(e) = store.sync() {
                 tracing::error!(error = %e, "final queue sync failed");
             }
@@ -167,6 +174,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .transpose()?;
     let store = open_store(config)?;
     let commit = GroupCommit::start(Arc::clone(&store)).map_err(StartError::Thread)?;
+    let writer = Writer::start(Arc::clone(&store), commit.clone()).map_err(StartError::Thread)?;
     let metrics = Arc::new(Metrics::default());
     let target = match &config.platform {
         Some(p) => Target::Platform(PlatformClient::new(p, config.delivery.timeout)),
@@ -181,8 +189,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     .map_err(StartError::Thread)?;
     let intake = Intake::new(
         validator,
-        Arc::clone(&store),
-        commit.clone(),
+        writer.clone(),
         config.accounting_types.clone(),
         config.max_records,
         waker.clone(),
@@ -263,6 +270,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         admin,
         ops,
         worker,
+        writer,
         commit,
         store,
     })

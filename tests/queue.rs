@@ -135,10 +135,10 @@ fn acknowledged_records_survive_a_stop_with_their_latest_content() {
 }
 
 #[test]
-fn concurrent_requests_share_syncs_and_all_are_stored() {
+fn concurrent_requests_share_transactions_and_syncs_and_all_are_stored() {
     let app = TestApp::start();
     let data = app.data_dir();
-    let before = app.syncs();
+    let (before, txns_before) = (app.syncs(), app.transactions());
     let threads = 32;
     let per_thread = 20;
     std::thread::scope(|s| {
@@ -159,6 +159,11 @@ fn concurrent_requests_share_syncs_and_all_are_stored() {
     assert!(
         syncs < requests / 2,
         "group commit: {syncs} syncs for {requests} requests"
+    );
+    let txns = app.transactions() - txns_before;
+    assert!(
+        (1..requests / 2).contains(&txns),
+        "combined writes: {txns} transactions for {requests} requests"
     );
     let dir = app.stop();
     let items: HashMap<String, _> = reopen(&data)

@@ -8,7 +8,7 @@ use crate::service::KEY;
 use ap_intake::delivery::Waker;
 use ap_intake::intake::Intake;
 use ap_intake::interfaces::Interface;
-use ap_intake::queue::{GroupCommit, SledStore, Store};
+use ap_intake::queue::{GroupCommit, SledStore, Store, Writer};
 use ap_intake::validate::Validator;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -109,13 +109,13 @@ pub async fn against_service(addr: SocketAddr, load: &Load) -> Run {
 pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
     let store: Arc<dyn Store> = Arc::new(SledStore::open(data_dir).expect("open the queue"));
     let commit = GroupCommit::start(Arc::clone(&store)).expect("sync thread");
+    let writer = Writer::start(Arc::clone(&store), commit.clone()).expect("write thread");
     let types = ap_intake::config::DEFAULT_ACCOUNTING_TYPES
         .map(String::from)
         .to_vec();
     let intake = Arc::new(Intake::new(
         Validator::load(None).expect("schemas"),
-        Arc::clone(&store),
-        commit.clone(),
+        writer.clone(),
         types,
         10_000,
         Waker::none(),
@@ -138,12 +138,14 @@ pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
         }
     })
     .await;
+    writer.stop();
     commit.stop();
-    let syncs = commit.syncs().max(1);
+    let (syncs, txns) = (commit.syncs().max(1), writer.transactions().max(1));
+    let per = |n: u64| run.requests as f64 / n as f64;
     println!(
-        "group commit: {syncs} syncs, {:.1} requests per sync, {:.2} ms per sync",
-        run.requests as f64 / syncs as f64,
-        run.elapsed.as_secs_f64() * 1000.0 / syncs as f64
+        "queue: {txns} transactions ({:.1} requests each), {syncs} syncs ({:.1} requests each)",
+        per(txns),
+        per(syncs)
     );
     run
 }

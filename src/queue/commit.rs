@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 const GATHER: Duration = Duration::from_micros(500);
 
 /// The answer to one waiting writer: `Err` carries the failed sync's message.
-type Reply = oneshot::Sender<Result<(), String>>;
+pub(crate) type Reply = oneshot::Sender<Result<(), String>>;
 
 #[derive(Default)]
 struct Waiting {
@@ -76,19 +76,25 @@ impl GroupCommit {
     /// Waits until everything stored before this call is durable.
     pub async fn durable(&self) -> Result<(), StoreError> {
         let (reply, answer) = oneshot::channel();
-        {
-            let mut w = self.shared.lock()?;
-            if w.stopping {
-                return Err(StoreError::Unavailable("shutting down".into()));
-            }
-            w.writers.push(reply);
-        }
-        self.shared.wake.notify_one();
+        self.join(reply);
         match answer.await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(StoreError::Unavailable(e)),
             Err(_) => Err(StoreError::Unavailable("sync thread stopped".into())),
         }
+    }
+
+    /// Answers `reply` once everything stored before this call is durable (at once with an
+    /// error when stopping).
+    pub(crate) fn join(&self, reply: Reply) {
+        match self.shared.lock() {
+            Ok(mut w) if !w.stopping => w.writers.push(reply),
+            _ => {
+                let _ = reply.send(Err("shutting down".into()));
+                return;
+            }
+        }
+        self.shared.wake.notify_one();
     }
 
     /// How many syncs have run: far fewer than requests when they share them.

@@ -2,8 +2,9 @@
 //! is answered (D17), drained by the delivery worker (D18).
 //!
 //! Storage sits behind the narrow [`Store`] trait; [`SledStore`] is the implementation and
-//! `tests/store_suite.rs` the suite every implementation must pass. [`GroupCommit`] shares one
-//! sync among concurrent requests.
+//! `tests/store_suite/` the suite every implementation must pass. [`Writer`] stores the records
+//! of concurrent requests in one transaction and [`GroupCommit`] makes them durable with one
+//! sync.
 //!
 //! On-disk layout (sled, in `<data_dir>/queue`; encodings in `layout.rs` and `codec.rs`):
 //!
@@ -33,10 +34,12 @@ pub mod key;
 mod layout;
 pub mod sled_store;
 mod sled_tx;
+pub mod writer;
 
 pub use commit::GroupCommit;
 pub use key::QueueKey;
 pub use sled_store::SledStore;
+pub use writer::Writer;
 
 use serde::{Deserialize, Serialize};
 

@@ -188,6 +188,10 @@ impl TestApp {
         self.running.as_ref().unwrap().syncs()
     }
 
+    pub fn transactions(&self) -> u64 {
+        self.running.as_ref().unwrap().transactions()
+    }
+
     /// POSTs `body` as JSON with the all-interfaces key.
     pub fn post(&self, path: &str, body: &str) -> Reply {
         self.post_with(
