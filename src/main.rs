@@ -18,10 +18,26 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ap-intake: {e:#}");
+            eprintln!("ap-intake: {}", report(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes on one line. Our error types already say their cause in their
+/// message, so a cause whose text is already there is not repeated.
+fn report(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {

@@ -64,7 +64,13 @@ fn a_bad_config_stops_start_up_with_a_message_naming_the_key() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/ap.toml"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/ap.toml"), "{err}");
+    assert_eq!(
+        err.matches("No such file").count(),
+        1,
+        "the cause is said once: {err}"
+    );
 }
 
 #[test]
