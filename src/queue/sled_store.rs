@@ -2,7 +2,7 @@
 
 use super::codec;
 use super::layout::{self, Count};
-use super::sled_tx::{Tx, TxResult};
+use super::sled_tx::{Lots, Tx, TxResult};
 use super::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
 use sled::Transactional;
 use sled::transaction::TransactionError;
@@ -135,10 +135,6 @@ impl SledStore {
 /// The on-disk format this version reads and writes: 2 is the layout in `mod.rs` (lots in the
 /// pending index); 1, unmarked, listed every pending key in an entry of its own.
 const FORMAT: u8 = 2;
-
-/// At most this many keys share one lot, so that delivering part of a lot rewrites a small
-/// entry.
-const MAX_LOT: usize = 512;
 
 /// sled's page cache. Its default (1 GiB) would let a long queue grow the process to that
 /// size; the delivery path reads the queue front to back, so a small cache serves it well.
@@ -397,31 +393,5 @@ impl SledStore {
             key: format!("pending index {}", String::from_utf8_lossy(entry)),
             reason,
         })
-    }
-}
-
-/// The lots an upsert opens: records of one interface queued at one time share a lot of at
-/// most [`MAX_LOT`] keys, named by the version of its first record.
-#[derive(Default)]
-struct Lots<'a> {
-    open: Vec<(&'a str, u64, u64, usize)>,
-}
-
-impl<'a> Lots<'a> {
-    fn place(&mut self, interface: &'a str, queued_at_ms: u64, version: u64) -> u64 {
-        let found = self
-            .open
-            .iter_mut()
-            .find(|(i, q, _, n)| *i == interface && *q == queued_at_ms && *n < MAX_LOT);
-        match found {
-            Some((_, _, lot, n)) => {
-                *n += 1;
-                *lot
-            }
-            None => {
-                self.open.push((interface, queued_at_ms, version, 1));
-                version
-            }
-        }
     }
 }

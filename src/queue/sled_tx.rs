@@ -170,3 +170,57 @@ impl<'a> Tx<'a> {
         Ok(())
     }
 }
+
+/// At most this many keys share one lot, so that delivering part of a lot rewrites a small
+/// entry.
+const MAX_LOT: usize = 512;
+
+/// The lots an upsert opens: records of one interface queued at one time share a lot of at
+/// most [`MAX_LOT`] keys, named by the version of its first record.
+#[derive(Default)]
+pub(super) struct Lots<'a> {
+    open: Vec<(&'a str, u64, u64, usize)>,
+}
+
+impl<'a> Lots<'a> {
+    /// The lot of the next record: an open one of its interface and time with room, or a new
+    /// one named by `version`.
+    pub fn place(&mut self, interface: &'a str, queued_at_ms: u64, version: u64) -> u64 {
+        let found = self
+            .open
+            .iter_mut()
+            .find(|(i, q, _, n)| *i == interface && *q == queued_at_ms && *n < MAX_LOT);
+        match found {
+            Some((_, _, lot, n)) => {
+                *n += 1;
+                *lot
+            }
+            None => {
+                self.open.push((interface, queued_at_ms, version, 1));
+                version
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lots_group_by_interface_and_time_up_to_the_cap() {
+        let mut lots = Lots::default();
+        let placed: Vec<u64> = (1..=MAX_LOT as u64 + 1)
+            .map(|v| lots.place("gl", 5, v))
+            .collect();
+        assert!(placed[..MAX_LOT].iter().all(|&l| l == 1));
+        assert_eq!(
+            placed[MAX_LOT],
+            MAX_LOT as u64 + 1,
+            "a full lot opens another"
+        );
+        assert_eq!(lots.place("vendors", 5, 900), 900, "another interface");
+        assert_eq!(lots.place("gl", 4, 901), 901, "another time");
+        assert_eq!(lots.place("gl", 5, 902), MAX_LOT as u64 + 1);
+    }
+}
