@@ -28,6 +28,7 @@
 //! with every upsert: a delivery removes an item only if the version it sent is still the
 //! latest (D16, D18).
 
+mod batch;
 mod codec;
 pub mod commit;
 pub mod key;

@@ -8,10 +8,11 @@
 //! While one transaction runs, the requests that arrive gather for the next, so a busy server
 //! runs few, large transactions and an idle one runs each request at once.
 
+use super::batch::{BatchThread, Serve};
 use super::commit::{GroupCommit, Reply};
 use super::{NewRecord, Store, StoreError, now_ms};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 use tokio::sync::oneshot;
 
 /// One transaction takes at most this many records; more wait for the next.
@@ -22,62 +23,40 @@ struct Job {
     reply: Reply,
 }
 
-#[derive(Default)]
-struct Jobs {
-    waiting: Vec<Job>,
-    stopping: bool,
-}
-
-struct Shared {
+struct QueueWriter {
     store: Arc<dyn Store>,
     commit: GroupCommit,
-    jobs: Mutex<Jobs>,
-    wake: Condvar,
-    transactions: AtomicU64,
+    transactions: Arc<AtomicU64>,
 }
 
 /// The writing thread and the requests that wait for it.
 #[derive(Clone)]
 pub struct Writer {
-    shared: Arc<Shared>,
-    thread: Arc<Mutex<Option<std::thread::JoinHandle<()>>>>,
+    thread: BatchThread<Job>,
+    transactions: Arc<AtomicU64>,
 }
 
 impl Writer {
     /// Starts the writing thread for `store`, handing what it wrote to `commit`.
     pub fn start(store: Arc<dyn Store>, commit: GroupCommit) -> std::io::Result<Self> {
-        let shared = Arc::new(Shared {
+        let transactions = Arc::new(AtomicU64::new(0));
+        let writer = QueueWriter {
             store,
             commit,
-            jobs: Mutex::new(Jobs::default()),
-            wake: Condvar::new(),
-            transactions: AtomicU64::new(0),
-        });
-        let worker = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("queue-write".into())
-            .spawn(move || run(&worker))?;
+            transactions: Arc::clone(&transactions),
+        };
         Ok(Self {
-            shared,
-            thread: Arc::new(Mutex::new(Some(thread))),
+            thread: BatchThread::start("queue-write", writer)?,
+            transactions,
         })
     }
 
     /// Stores `records` (later records of a key win, D16) and waits until they are durable.
     pub async fn store(&self, records: Vec<NewRecord>) -> Result<(), StoreError> {
         let (reply, answer) = oneshot::channel();
-        {
-            let mut jobs = self
-                .shared
-                .jobs
-                .lock()
-                .map_err(|_| StoreError::Unavailable("queue writer failed".into()))?;
-            if jobs.stopping {
-                return Err(StoreError::Unavailable("shutting down".into()));
-            }
-            jobs.waiting.push(Job { records, reply });
-        }
-        self.shared.wake.notify_one();
+        self.thread
+            .push(Job { records, reply })
+            .map_err(|_| StoreError::Unavailable("shutting down".into()))?;
         match answer.await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(StoreError::Unavailable(e)),
@@ -85,48 +64,25 @@ impl Writer {
         }
     }
 
-    /// The sync stage.
-    pub fn commit(&self) -> &GroupCommit {
-        &self.shared.commit
-    }
-
     /// Transactions run so far: far fewer than requests when they share them.
     pub fn transactions(&self) -> u64 {
-        self.shared.transactions.load(Ordering::Relaxed)
+        self.transactions.load(Ordering::Relaxed)
     }
 
     /// Writes what is waiting, hands it to the sync stage and stops the thread (waiting for
     /// it); later calls to [`Self::store`] fail. Stop the [`GroupCommit`] after this.
     pub fn stop(&self) {
-        if let Ok(mut jobs) = self.shared.jobs.lock() {
-            jobs.stopping = true;
-        }
-        self.shared.wake.notify_one();
-        let thread = self.thread.lock().ok().and_then(|mut t| t.take());
-        if let Some(t) = thread {
-            let _ = t.join();
-        }
+        self.thread.stop();
     }
 }
 
-fn run(shared: &Shared) {
-    loop {
-        let (jobs, stopping) = {
-            let Ok(mut jobs) = shared.jobs.lock() else {
-                return;
-            };
-            while jobs.waiting.is_empty() && !jobs.stopping {
-                jobs = match shared.wake.wait(jobs) {
-                    Ok(j) => j,
-                    Err(_) => return,
-                };
-            }
-            (take_some(&mut jobs.waiting), jobs.stopping)
-        };
-        if jobs.is_empty() && stopping {
-            return;
-        }
-        write(shared, jobs);
+impl Serve<Job> for QueueWriter {
+    fn take(&mut self, waiting: &mut Vec<Job>) -> Vec<Job> {
+        take_some(waiting)
+    }
+
+    fn serve(&mut self, jobs: Vec<Job>) {
+        self.write(jobs);
     }
 }
 
@@ -145,32 +101,34 @@ fn take_some(waiting: &mut Vec<Job>) -> Vec<Job> {
     waiting.drain(..n).collect()
 }
 
-fn write(shared: &Shared, mut jobs: Vec<Job>) {
-    let lengths: Vec<usize> = jobs.iter().map(|j| j.records.len()).collect();
-    let mut records: Vec<NewRecord> = jobs
-        .iter_mut()
-        .flat_map(|j| std::mem::take(&mut j.records))
-        .collect();
-    let result = shared.store.upsert(&records, now_ms());
-    shared.transactions.fetch_add(1, Ordering::Relaxed);
-    match result {
-        Ok(()) => {
-            for job in jobs {
-                shared.commit.join(job.reply);
+impl QueueWriter {
+    fn write(&self, mut jobs: Vec<Job>) {
+        let lengths: Vec<usize> = jobs.iter().map(|j| j.records.len()).collect();
+        let mut records: Vec<NewRecord> = jobs
+            .iter_mut()
+            .flat_map(|j| std::mem::take(&mut j.records))
+            .collect();
+        let result = self.store.upsert(&records, now_ms());
+        self.transactions.fetch_add(1, Ordering::Relaxed);
+        match result {
+            Ok(()) => {
+                for job in jobs {
+                    self.commit.join(job.reply);
+                }
             }
-        }
-        // One request's records may be what fails: give each request its own transaction, so
-        // the others are still stored.
-        Err(_) if jobs.len() > 1 => {
-            for (mut job, len) in jobs.into_iter().zip(lengths) {
-                job.records = records.drain(..len).collect();
-                write(shared, vec![job]);
+            // One request's records may be what fails: give each request its own
+            // transaction, so the others are still stored.
+            Err(_) if jobs.len() > 1 => {
+                for (mut job, len) in jobs.into_iter().zip(lengths) {
+                    job.records = records.drain(..len).collect();
+                    self.write(vec![job]);
+                }
             }
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "storing records failed; the request gets 503");
-            for job in jobs {
-                let _ = job.reply.send(Err(e.to_string()));
+            Err(e) => {
+                tracing::error!(error = %e, "storing records failed; the request gets 503");
+                for job in jobs {
+                    let _ = job.reply.send(Err(e.to_string()));
+                }
             }
         }
     }
@@ -224,17 +182,15 @@ mod tests {
         }
         let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path()).unwrap());
         let commit = GroupCommit::start(Arc::clone(&store)).unwrap();
-        let shared = Shared {
+        let writer = QueueWriter {
             store: Arc::clone(&store),
             commit: commit.clone(),
-            jobs: Mutex::default(),
-            wake: Condvar::new(),
-            transactions: AtomicU64::new(0),
+            transactions: Arc::default(),
         };
         let (a, a_answer) = job("A");
         let (bad, bad_answer) = job("BAD");
         let (c, c_answer) = job("C");
-        write(&shared, vec![a, bad, c]);
+        writer.write(vec![a, bad, c]);
         assert_eq!(a_answer.blocking_recv().unwrap(), Ok(()));
         assert_eq!(c_answer.blocking_recv().unwrap(), Ok(()));
         let refused = bad_answer.blocking_recv().unwrap().unwrap_err();
@@ -244,7 +200,7 @@ mod tests {
             assert!(store.get(&key).unwrap().is_some(), "{code} stored");
         }
         // One combined transaction, then one per request.
-        assert_eq!(shared.transactions.load(Ordering::Relaxed), 4);
+        assert_eq!(writer.transactions.load(Ordering::Relaxed), 4);
         commit.stop();
     }
 }
