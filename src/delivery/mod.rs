@@ -192,10 +192,7 @@ impl Ctx {
     fn attempt(&self, iface: &Interface, batch: &Batch) -> Result<Answer, StoreError> {
         let sent: Vec<Sent> = batch
             .iter()
-            .map(|(key, item)| Sent {
-                key: key.clone(),
-                version: item.version,
-            })
+            .map(|(key, item)| Sent::of(key, item))
             .collect();
         let doc = xml::document(iface, batch.iter().map(|(_, i)| i.xml.as_bytes()));
         self.metrics.attempt(iface.id);

@@ -95,6 +95,16 @@ pub struct Sent {
     pub version: u64,
 }
 
+impl Sent {
+    /// The delivery of `item`, the current version of `key`.
+    pub fn of(key: &QueueKey, item: &Item) -> Self {
+        Self {
+            key: key.clone(),
+            version: item.version,
+        }
+    }
+}
+
 /// The retry state of one interface's deliveries, kept so a restart neither forgets nor
 /// hammers (D18).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

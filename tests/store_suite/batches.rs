@@ -26,13 +26,7 @@ fn drain(s: &dyn Store, batch: usize) -> Vec<QueueKey> {
         if items.is_empty() {
             return order;
         }
-        let sent: Vec<Sent> = items
-            .iter()
-            .map(|(k, i)| Sent {
-                key: k.clone(),
-                version: i.version,
-            })
-            .collect();
+        let sent: Vec<Sent> = items.iter().map(|(k, i)| Sent::of(k, i)).collect();
         assert_eq!(s.delivered(&sent).unwrap(), sent.len());
         order.extend(items.into_iter().map(|(k, _)| k));
     }
@@ -77,13 +71,7 @@ fn parts_of_one_upsert_are_resent_rejected_and_requeued_independently() {
         queue_codes(&*s, &all[590..591], "<v2/>", 3000);
         // Deliver the first 100, park one of the next ones, fail the one after.
         let head = s.pending(AP, 102).unwrap();
-        let delivered: Vec<Sent> = head[..100]
-            .iter()
-            .map(|(k, i)| Sent {
-                key: k.clone(),
-                version: i.version,
-            })
-            .collect();
+        let delivered: Vec<Sent> = head[..100].iter().map(|(k, i)| Sent::of(k, i)).collect();
         assert_eq!(s.delivered(&delivered).unwrap(), 100, "{name}");
         let parked = sent(&*s, &key("inv", &all[100]));
         assert!(s.reject(&parked, "HTTP 422: no").unwrap(), "{name}");

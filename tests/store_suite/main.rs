@@ -96,10 +96,7 @@ fn stored(s: &dyn Store, k: &QueueKey) -> Item {
 
 /// What a delivery of the key's current version sends.
 fn sent(s: &dyn Store, k: &QueueKey) -> Sent {
-    Sent {
-        key: k.clone(),
-        version: stored(s, k).version,
-    }
+    Sent::of(k, &stored(s, k))
 }
 
 /// Queues invoices A (`<a1/>`) and B at 1000, takes a batch of both, then replaces A with
