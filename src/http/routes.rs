@@ -71,21 +71,16 @@ async fn handle(
     let (accepted, failed) = result.as_ref().map_or((0, 0), |o| (o.succeeded, o.failed));
     let status = response.status().as_u16();
     let interface = iface.map_or("-", |i| i.id);
-    app.metrics.request(
-        interface,
-        status,
-        accepted,
-        failed,
-        started.elapsed().as_secs_f64(),
-    );
-    let latency_ms = format_args!("{:.3}", started.elapsed().as_secs_f64() * 1000.0);
+    let key = key_name.as_deref().unwrap_or("-");
+    let elapsed = started.elapsed().as_secs_f64();
+    app.metrics.request(interface, status, accepted, failed, elapsed);
+    let latency_ms = format_args!("{:.3}", elapsed * 1000.0);
     match &result {
         Err(ApiError::Intake(crate::intake::IntakeError::Storage(e))) => tracing::error!(
-            request_id, key = key_name.as_deref().unwrap_or("-"), interface = iface.map_or("-", |i| i.id),
-            status, error = %e, %latency_ms, "request failed: queue storage"),
+            request_id, key, interface, status, error = %e, %latency_ms,
+            "request failed: queue storage"),
         _ => tracing::info!(
-            request_id, key = key_name.as_deref().unwrap_or("-"), interface = iface.map_or("-", |i| i.id),
-            status, accepted, failed, %latency_ms, "request"),
+            request_id, key, interface, status, accepted, failed, %latency_ms, "request"),
     }
     response
 }
