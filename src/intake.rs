@@ -1,15 +1,21 @@
 //! The intake pipeline, free of HTTP: records in, an [`Outcome`] out, with every accepted
 //! record durably queued before the outcome is returned (D17).
 
+use crate::budget::{Budget, BudgetError, Charge};
 use crate::delivery::Waker;
 use crate::interfaces::{Interface, KeyPart, Mode};
 use crate::queue::{NewRecord, QueueKey, StoreError, Writer};
+use crate::shape::Shape;
 use crate::validate::Validator;
 use crate::validate::envelope::{self, StructureError};
+use crate::validate::json;
+use crate::validate::messages::{Step, Violation, sort_in_document_order};
 use crate::xml;
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
 /// At most this many error entries per response; a last one says how many were left out (D2).
 pub const MAX_ERROR_ENTRIES: usize = 1000;
@@ -71,11 +77,18 @@ pub enum IntakeError {
     /// The queue could not store the records (503); nothing was reported queued.
     #[error(transparent)]
     Storage(#[from] StoreError),
+    /// The in-flight memory budget has no room, or never will (503, 413; D27).
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    /// A bug: the work on a blocking thread panicked or was cancelled (500).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// Bodies up to this size are checked on the async worker that received them: a few records
-/// take tens of microseconds, less than a hand-off to the blocking pool. Larger bodies go to
-/// the blocking pool so they never hold up other connections.
+/// take tens of microseconds, less than a hand-off to the blocking pool, and with numbers read
+/// without expansion (D23) and nesting bounded (D27) no body this small can take long. Larger
+/// bodies go to the blocking pool so they never hold up other connections (D27).
 const INLINE_BODY_BYTES: usize = 16 * 1024;
 
 /// Validation, transformation and queueing for all interfaces.
@@ -85,6 +98,19 @@ pub struct Intake {
     accounting_types: Vec<String>,
     max_records: usize,
     delivery: Waker,
+    budget: Arc<Budget>,
+    /// Large bodies are parsed by at most this many blocking threads at once, one per core:
+    /// more would only share the cores with the async workers that answer everyone else.
+    cpu: Semaphore,
+}
+
+/// The limits an [`Intake`] applies to each request.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Most records per request (413 beyond).
+    pub max_records: usize,
+    /// The in-flight memory budget shared by all requests (D27).
+    pub budget: Arc<Budget>,
 }
 
 impl Intake {
@@ -93,15 +119,18 @@ impl Intake {
         validator: Validator,
         writer: Writer,
         accounting_types: Vec<String>,
-        max_records: usize,
+        limits: Limits,
         delivery: Waker,
     ) -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
         Self {
             validator,
             writer,
             accounting_types,
-            max_records,
+            max_records: limits.max_records,
             delivery,
+            budget: limits.budget,
+            cpu: Semaphore::new(cores),
         }
     }
 
@@ -127,27 +156,54 @@ impl Intake {
     }
 
     /// Validates and stores the records of `body`, then waits until they are durable.
+    /// `charge` holds what receiving the body cost; parsing it is charged on top before it
+    /// starts, waiting for room until `deadline` (D27).
     pub async fn submit(
         self: &Arc<Self>,
         iface: &'static Interface,
         accounting_type: Option<String>,
         body: bytes::Bytes,
+        charge: &mut Charge,
+        deadline: Instant,
     ) -> Result<Outcome, IntakeError> {
-        let (outcome, accepted) = if body.len() <= INLINE_BODY_BYTES {
+        let inline = body.len() <= INLINE_BODY_BYTES;
+        let cost = if inline {
+            json::cost(&body)
+        } else {
+            let body = body.clone();
+            self.off_the_workers(move |_| json::cost(&body)).await?
+        };
+        let extra = cost.bytes(body.len()).saturating_sub(charge.bytes());
+        self.budget.charge(charge, extra, deadline).await?;
+        let (outcome, accepted) = if inline {
             self.check_records(iface, accounting_type.as_deref(), &body)?
         } else {
-            let this = Arc::clone(self);
-            tokio::task::spawn_blocking(move || {
+            self.off_the_workers(move |this| {
                 this.check_records(iface, accounting_type.as_deref(), &body)
             })
-            .await
-            .map_err(|e| StoreError::Unavailable(e.to_string()))??
+            .await??
         };
         if !accepted.is_empty() {
             self.writer.store(accepted).await?;
             self.delivery.wake();
         }
         Ok(outcome)
+    }
+
+    /// Runs `work` on the blocking pool, at most one job per core at a time.
+    async fn off_the_workers<T: Send + 'static>(
+        self: &Arc<Self>,
+        work: impl FnOnce(&Self) -> T + Send + 'static,
+    ) -> Result<T, IntakeError> {
+        let _slot = self
+            .cpu
+            .acquire()
+            .await
+            .map_err(|e| IntakeError::Internal(e.to_string()))?;
+        let this = Arc::clone(self);
+        tokio::task::spawn_blocking(move || work(&this))
+            .await
+            .map_err(|e| IntakeError::Internal(e.to_string()))
     }
 
     /// The CPU part of [`Self::submit`]: parse, validate, transform. Returns the outcome and
@@ -158,7 +214,7 @@ impl Intake {
         accounting_type: Option<&str>,
         body: &[u8],
     ) -> Result<(Outcome, Vec<NewRecord>), IntakeError> {
-        let records = envelope::records(body)?;
+        let (records, duplicates) = envelope::records(body)?;
         if records.len() > self.max_records {
             return Err(IntakeError::TooManyRecords {
                 count: records.len(),
@@ -170,12 +226,25 @@ impl Intake {
         let lead: Vec<(&str, &str)> = accounting_type
             .map(|t| vec![("accountingType", t)])
             .unwrap_or_default();
-        let mut errors = Vec::new();
+        let mut duplicates = duplicates.into_iter().peekable();
+        let mut errors = Errors::default();
         let mut failed = 0;
         let mut accepted = Vec::with_capacity(total);
         for (index, record) in records.iter().enumerate() {
-            let violations = self.validator.check(iface, record);
-            if violations.is_empty() {
+            let mut violations = self.validator.check(iface, record);
+            let mut unshown = 0;
+            let mut any_duplicate = false;
+            while let Some(d) = duplicates.next_if(|d| d.record == index) {
+                any_duplicate = true;
+                match d.steps {
+                    Some(steps) => violations.push(duplicate_key(steps)),
+                    None => unshown += 1,
+                }
+            }
+            if any_duplicate {
+                sort_in_document_order(record, &mut violations);
+            }
+            if violations.is_empty() && unshown == 0 {
                 let key = queue_key(iface, shape, accounting_type, record)?;
                 let xml = xml::record(shape, iface.xml_record, &lead, record);
                 accepted.push(NewRecord {
@@ -185,14 +254,17 @@ impl Intake {
                 });
             } else {
                 failed += 1;
-                errors.extend(violations.into_iter().map(|v| ErrorEntry {
-                    index,
-                    path: v.pointer(),
-                    error: v.message,
-                }));
+                for v in violations {
+                    errors.push(ErrorEntry {
+                        index,
+                        path: v.pointer(),
+                        error: v.message,
+                    });
+                }
+                errors.left_out(index, unshown);
             }
         }
-        cap_errors(&mut errors);
+        let errors = errors.finish();
         if failed > 0 && iface.mode == Mode::AllOrNothing {
             // D3: payment confirmations are all-or-nothing; the counts stay 0.
             let outcome = Outcome {
@@ -229,11 +301,20 @@ impl Intake {
     }
 }
 
+/// The violation of a key repeated inside a record (D24); `steps` ends with the key.
+fn duplicate_key(steps: Vec<Step>) -> Violation {
+    let key = match steps.last() {
+        Some(Step::Key(k)) => k.clone(),
+        _ => String::new(),
+    };
+    Violation::new(steps, format!("duplicate key [{key}] is not permitted"))
+}
+
 /// The primary key of a valid record (D15). Blank key fields take their schema default
 /// (organization `main`).
 fn queue_key(
     iface: &Interface,
-    shape: &xml::Shape,
+    shape: &Shape,
     accounting_type: Option<&str>,
     record: &Value,
 ) -> Result<QueueKey, StoreError> {
@@ -253,15 +334,39 @@ fn queue_key(
     QueueKey::new(iface.key_space, &parts).map_err(|e| StoreError::Unavailable(e.to_string()))
 }
 
-fn cap_errors(errors: &mut Vec<ErrorEntry>) {
-    if errors.len() > MAX_ERROR_ENTRIES {
-        let left_out = errors.len() - MAX_ERROR_ENTRIES;
-        let index = errors[MAX_ERROR_ENTRIES].index;
-        errors.truncate(MAX_ERROR_ENTRIES);
-        errors.push(ErrorEntry {
-            index,
-            path: String::new(),
-            error: format!("{left_out} more error(s) not shown"),
-        });
+/// The errors of a response: the first [`MAX_ERROR_ENTRIES`] kept, the rest counted, and a
+/// last entry saying how many were left out (D2).
+#[derive(Default)]
+struct Errors {
+    shown: Vec<ErrorEntry>,
+    left_out: usize,
+    first_left_out: Option<usize>,
+}
+
+impl Errors {
+    fn push(&mut self, entry: ErrorEntry) {
+        if self.shown.len() < MAX_ERROR_ENTRIES {
+            self.shown.push(entry);
+        } else {
+            self.left_out(entry.index, 1);
+        }
+    }
+
+    fn left_out(&mut self, index: usize, n: usize) {
+        if n > 0 {
+            self.left_out += n;
+            self.first_left_out.get_or_insert(index);
+        }
+    }
+
+    fn finish(mut self) -> Vec<ErrorEntry> {
+        if let Some(index) = self.first_left_out {
+            self.shown.push(ErrorEntry {
+                index,
+                path: String::new(),
+                error: format!("{} more error(s) not shown", self.left_out),
+            });
+        }
+        self.shown
     }
 }

@@ -16,6 +16,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub mod admin;
+pub mod budget;
 pub mod cli;
 pub mod config;
 pub mod delivery;
@@ -24,8 +25,10 @@ pub mod intake;
 pub mod interfaces;
 pub mod keys;
 pub mod metrics;
+pub mod number;
 pub mod queue;
 pub mod service;
+pub mod shape;
 pub mod status;
 pub mod telemetry;
 pub mod validate;

@@ -1,6 +1,7 @@
 //! Start-up and shutdown of the whole service.
 
 use crate::admin;
+use crate::budget::Budget;
 use crate::config::Config;
 use crate::delivery::target::{PlatformClient, SandboxSink, Target};
 use crate::delivery::{self, Worker};
@@ -8,7 +9,7 @@ use crate::http::conn::ConnSettings;
 use crate::http::ops::{self, Ops};
 use crate::http::tls::{self, TlsError};
 use crate::http::{self, App, RequestIds, auth::Auth};
-use crate::intake::Intake;
+use crate::intake::{Intake, Limits};
 use crate::interfaces::INTERFACES;
 use crate::metrics::Metrics;
 use crate::queue::{GroupCommit, SledStore, Store, StoreError, Writer};
@@ -187,11 +188,17 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         Arc::clone(&metrics),
     )
     .map_err(StartError::Thread)?;
+    let budget = Arc::new(Budget::new(
+        usize::try_from(config.inflight_bytes).unwrap_or(usize::MAX),
+    ));
     let intake = Intake::new(
         validator,
         writer.clone(),
         config.accounting_types.clone(),
-        config.max_records,
+        Limits {
+            max_records: config.max_records,
+            budget: Arc::clone(&budget),
+        },
         waker.clone(),
     );
     let app = Arc::new(App {
@@ -199,6 +206,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         auth: Auth::new(config.sandbox, config.api_keys.clone()),
         max_body_bytes: config.max_body_bytes,
         body_timeout: config.server.body_timeout,
+        budget,
         request_ids: RequestIds::default(),
         metrics: Arc::clone(&metrics),
     });

@@ -3,107 +3,16 @@
 //! A record becomes one element whose children follow its schema: one element per field,
 //! named as the JSON field, in the order of the schema's `properties`, with the D9 defaults
 //! (`default`, `x-fallback`) applied and arrays nested under `x-xml-item` elements. The format
-//! is documented in `schemas/README.md` and described by the XSDs beside it.
+//! is documented in `schemas/README.md` and described by the XSDs beside it. Numbers are
+//! written in their canonical form (D23); validation has bounded them, and [`Decimal`] never
+//! expands one beyond its text's length plus a constant in any case.
 
 use crate::interfaces::Interface;
-use crate::validate::decimal;
+use crate::number::Decimal;
+use crate::shape::{Kind, Shape};
 use quick_xml::Writer;
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use serde_json::{Map, Value};
-
-/// What the XML of a record looks like, derived once from its JSON Schema.
-#[derive(Debug, Clone, Default)]
-pub struct Shape {
-    fields: Vec<Field>,
-}
-
-#[derive(Debug, Clone)]
-struct Field {
-    name: String,
-    /// Written when the field is absent or empty (D9).
-    default: Option<String>,
-    /// The field whose value is written when this one is absent or empty (D9).
-    fallback: Option<String>,
-    kind: Kind,
-}
-
-#[derive(Debug, Clone)]
-enum Kind {
-    Scalar,
-    /// JSON Schema counts `1.0` as an integer; XML Schema does not, so it is written `1`.
-    Integer,
-    Object(Shape),
-    Array {
-        item: String,
-        of: Box<Kind>,
-    },
-}
-
-impl Shape {
-    /// The shape of the object described by `schema` (local `$ref`s are followed).
-    pub fn from_schema(schema: &Value) -> Shape {
-        shape_of(schema, schema)
-    }
-
-    /// The `default` of a top-level field, if its schema gives one.
-    pub fn default_of(&self, name: &str) -> Option<&str> {
-        self.fields
-            .iter()
-            .find(|f| f.name == name)
-            .and_then(|f| f.default.as_deref())
-    }
-}
-
-fn resolve<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
-    match node.get("$ref").and_then(Value::as_str) {
-        Some(r) if r.starts_with('#') => root.pointer(&r[1..]).unwrap_or(node),
-        _ => node,
-    }
-}
-
-fn shape_of(root: &Value, node: &Value) -> Shape {
-    let node = resolve(root, node);
-    let Some(Value::Object(props)) = node.get("properties") else {
-        return Shape::default();
-    };
-    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-    let fields = props
-        .iter()
-        .map(|(name, prop)| {
-            let prop = resolve(root, prop);
-            Field {
-                name: name.clone(),
-                default: text(prop, "default"),
-                fallback: text(prop, "x-fallback"),
-                kind: kind_of(root, prop),
-            }
-        })
-        .collect();
-    Shape { fields }
-}
-
-fn kind_of(root: &Value, node: &Value) -> Kind {
-    let node = resolve(root, node);
-    let is = |t: &str| node.get("type").and_then(Value::as_str) == Some(t);
-    if is("array") {
-        let item = node
-            .get("x-xml-item")
-            .and_then(Value::as_str)
-            .unwrap_or("item")
-            .to_string();
-        let of = node.get("items").map_or(Kind::Scalar, |i| kind_of(root, i));
-        Kind::Array {
-            item,
-            of: Box::new(of),
-        }
-    } else if is("integer") {
-        Kind::Integer
-    } else if is("object") || node.get("properties").is_some() {
-        Kind::Object(shape_of(root, node))
-    } else {
-        Kind::Scalar
-    }
-}
 
 /// The XML element of one record. `lead` are elements written before the record's own fields
 /// (an accounting object's `accountingType`).
@@ -162,7 +71,7 @@ fn is_blank(v: Option<&Value>) -> bool {
 }
 
 fn object_fields(w: &mut Writer<Vec<u8>>, shape: &Shape, map: &Map<String, Value>) {
-    for field in &shape.fields {
+    for field in shape.fields() {
         let given = map.get(&field.name);
         if !is_blank(given) {
             if let Some(v) = given {
@@ -180,8 +89,8 @@ fn object_fields(w: &mut Writer<Vec<u8>>, shape: &Shape, map: &Map<String, Value
     }
     // Fields a replaced schema allows but does not list are kept rather than lost.
     for (name, v) in map {
-        if !shape.fields.iter().any(|f| &f.name == name) {
-            value(w, name, &Kind::Scalar, v);
+        if shape.field(name).is_none() {
+            value(w, name, &Kind::OTHER_NUMBER, v);
         }
     }
 }
@@ -190,15 +99,7 @@ fn value(w: &mut Writer<Vec<u8>>, name: &str, kind: &Kind, v: &Value) {
     match (v, kind) {
         (Value::Null, _) => {}
         (Value::String(s), _) => text_element(w, name, s),
-        (Value::Number(n), Kind::Integer) => {
-            let plain = decimal::plain(n.as_str());
-            let int = match plain.split_once('.') {
-                Some((int, frac)) if frac.bytes().all(|b| b == b'0') => int,
-                _ => &plain,
-            };
-            text_element(w, name, int)
-        }
-        (Value::Number(n), _) => text_element(w, name, &decimal::plain(n.as_str())),
+        (Value::Number(n), kind) => text_element(w, name, &number_text(n.as_str(), kind)),
         (Value::Bool(b), _) => text_element(w, name, if *b { "true" } else { "false" }),
         (Value::Array(items), Kind::Array { item, of }) => {
             open(w, name);
@@ -210,7 +111,7 @@ fn value(w: &mut Writer<Vec<u8>>, name: &str, kind: &Kind, v: &Value) {
         (Value::Array(items), _) => {
             open(w, name);
             for i in items {
-                value(w, "item", &Kind::Scalar, i);
+                value(w, "item", &Kind::OTHER_NUMBER, i);
             }
             close(w, name);
         }
@@ -224,6 +125,19 @@ fn value(w: &mut Writer<Vec<u8>>, name: &str, kind: &Kind, v: &Value) {
             object_fields(w, &Shape::default(), map);
             close(w, name);
         }
+    }
+}
+
+/// A number's XML text (D23): integers canonical, decimals as received but in plain notation
+/// and without trailing zeros beyond the field's places.
+fn number_text<'a>(text: &'a str, kind: &Kind) -> std::borrow::Cow<'a, str> {
+    let Some(d) = Decimal::parse(text) else {
+        return text.into();
+    };
+    match kind {
+        Kind::Integer => d.canonical_integer(),
+        Kind::Decimal(places) => d.canonical_decimal(*places),
+        _ => d.canonical_decimal(crate::shape::OTHER_DECIMAL_PLACES),
     }
 }
 

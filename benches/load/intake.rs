@@ -117,7 +117,10 @@ pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
         Validator::load(None).expect("schemas"),
         writer.clone(),
         types,
-        10_000,
+        Limits {
+            max_records: 10_000,
+            budget: Arc::new(Budget::new(256 << 20)),
+        },
         Waker::none(),
     ));
     let records = Arc::new(Records::new(load.iface));
@@ -134,7 +137,9 @@ pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
         );
         async move {
             let body = Bytes::from(records.body(c, seq, per));
-            matches!(intake.submit(iface, at, body).await, Ok(o) if o.succeeded == per)
+            let mut charge = Charge::default();
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+            matches!(intake.submit(iface, at, body, &mut charge, deadline).await, Ok(o) if o.succeeded == per)
         }
     })
     .await;

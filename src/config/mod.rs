@@ -96,6 +96,7 @@ struct RawStorage {
 struct RawLimits {
     max_body_bytes: Option<u64>,
     max_records: Option<usize>,
+    inflight_bytes: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,6 +128,8 @@ pub struct Config {
     pub max_body_bytes: u64,
     /// Most records per request (413 above, D5).
     pub max_records: usize,
+    /// The memory budget of bodies being received or parsed (D27).
+    pub inflight_bytes: u64,
     /// Directory whose schema files replace the built-in ones (D14).
     pub schema_dir: Option<PathBuf>,
     /// Valid `accountingType` values.
@@ -159,6 +162,7 @@ impl Config {
             data_dir: PathBuf::from("ap-intake-data"),
             max_body_bytes: 32 * 1024 * 1024,
             max_records: 10_000,
+            inflight_bytes: 256 * 1024 * 1024,
             schema_dir: None,
             accounting_types: DEFAULT_ACCOUNTING_TYPES.map(String::from).to_vec(),
             api_keys: Vec::new(),
@@ -233,6 +237,17 @@ impl RawConfig {
             .map_err(|m| invalid("limits.max_body_bytes", m))?;
         let max_records = positive(self.limits.max_records, base.max_records)
             .map_err(|m| invalid("limits.max_records", m))?;
+        let inflight_bytes = self.limits.inflight_bytes.unwrap_or(base.inflight_bytes);
+        if inflight_bytes < 2 * max_body_bytes {
+            return Err(invalid(
+                "limits.inflight_bytes",
+                format!(
+                    "must be at least twice limits.max_body_bytes ({} bytes), or no body of the \
+                     largest size could ever be processed",
+                    2 * max_body_bytes
+                ),
+            ));
+        }
         if let Some(dir) = &self.validation.schema_dir {
             if !dir.is_dir() {
                 return Err(invalid(
@@ -292,6 +307,7 @@ impl RawConfig {
             data_dir,
             max_body_bytes,
             max_records,
+            inflight_bytes,
             schema_dir: self.validation.schema_dir,
             accounting_types,
             api_keys,

@@ -2,8 +2,8 @@
 //! does not arrive), then hyper serving the routes. Later requests on a kept-alive connection
 //! are bounded by hyper's own header timer, which closes an idle connection.
 
-use super::App;
 use super::reply;
+use super::{App, ConnInfo};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::Watcher;
@@ -117,6 +117,16 @@ async fn serve_io<IO, S>(
         .timer(TokioTimer::new())
         .header_read_timeout(settings.header_timeout);
     builder.http2().timer(TokioTimer::new());
+    // The routes learn the client's address and protocol from a request extension.
+    let service =
+        hyper::service::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+            let info = ConnInfo {
+                peer,
+                http1: req.version() < http::Version::HTTP_2,
+            };
+            req.extensions_mut().insert(info);
+            service.call(req)
+        });
     let conn = builder.serve_connection(TokioIo::new(Prefixed { head, pos: 0, io }), service);
     if let Err(e) = watcher.watch(conn).await {
         tracing::debug!(%peer, error = %e, "connection ended with an error");

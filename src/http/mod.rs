@@ -5,6 +5,7 @@
 //! hyper-util over each accepted connection.
 
 pub mod auth;
+pub mod body;
 pub mod conn;
 pub mod ops;
 pub mod reply;
@@ -22,6 +23,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 
+/// What the connection knows about a request, handed to the routes as a request extension.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    /// The client's address.
+    pub peer: std::net::SocketAddr,
+    /// HTTP/1.x (where `Connection: close` is meaningful), not HTTP/2.
+    pub http1: bool,
+}
+
 /// What the handler needs, shared by all requests.
 pub struct App {
     /// Validation and queueing.
@@ -32,6 +42,8 @@ pub struct App {
     pub max_body_bytes: u64,
     /// How long a body may take to arrive.
     pub body_timeout: Duration,
+    /// The in-flight memory budget (D27), shared with the intake.
+    pub budget: Arc<crate::budget::Budget>,
     /// Request identifiers.
     pub request_ids: RequestIds,
     /// Counters and latency.

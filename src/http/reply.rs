@@ -1,6 +1,7 @@
 //! Every answer of the intake, mapped to HTTP in one place.
 
 use super::auth::Denied;
+use crate::budget::{self, BudgetError};
 use crate::intake::{ErrorEntry, IntakeError, Outcome, Status};
 use crate::validate::envelope::EXPECTED_FORMAT;
 use http::{HeaderValue, StatusCode, header};
@@ -31,6 +32,12 @@ pub enum ApiError {
     /// The connection failed while the body was read (400).
     #[error("the request body could not be read: {0}")]
     BodyRead(String),
+    /// A transfer coding other than chunked (501, D25).
+    #[error("{0}")]
+    NotImplemented(String),
+    /// The in-flight budget refused the body while it arrived (503 or 413, D27).
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
     /// Something unexpected (500, logged with the request id).
     #[error("unexpected server error; if it persists, report the request id")]
     Internal(String),
@@ -113,9 +120,18 @@ impl ApiError {
             Self::Denied(Denied::RateLimited { .. }) => StatusCode::TOO_MANY_REQUESTS,
             Self::Denied(_) => StatusCode::UNAUTHORIZED,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::BodyTooLarge(_) | Self::Intake(IntakeError::TooManyRecords { .. }) => {
+            Self::BodyTooLarge(_)
+            | Self::Intake(IntakeError::TooManyRecords { .. })
+            | Self::Budget(BudgetError::TooLarge { .. })
+            | Self::Intake(IntakeError::Budget(BudgetError::TooLarge { .. })) => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
+            Self::Budget(BudgetError::Busy)
+            | Self::Intake(IntakeError::Budget(BudgetError::Busy)) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Self::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
+            Self::Intake(IntakeError::Internal(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::BodyRead(_) | Self::Intake(IntakeError::Structure(_)) => StatusCode::BAD_REQUEST,
             Self::Intake(IntakeError::Storage(_)) => StatusCode::SERVICE_UNAVAILABLE,
@@ -132,7 +148,7 @@ impl ApiError {
             Self::Intake(IntakeError::Structure(e)) => {
                 let errors = [ErrorEntry {
                     index: 0,
-                    path: e.path().to_string(),
+                    path: e.path().to_owned(),
                     error: message.clone(),
                 }];
                 let body = Body {
@@ -186,6 +202,13 @@ impl ApiError {
             Self::Intake(IntakeError::Storage(_)) => {
                 r.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            }
+            Self::Budget(BudgetError::Busy)
+            | Self::Intake(IntakeError::Budget(BudgetError::Busy)) => {
+                let secs = budget::RETRY_AFTER.as_secs().to_string();
+                if let Ok(v) = HeaderValue::from_str(&secs) {
+                    r.headers_mut().insert(header::RETRY_AFTER, v);
+                }
             }
             _ => {}
         }

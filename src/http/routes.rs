@@ -2,15 +2,18 @@
 //! headers (path, method, key, content type, declared length, query) is decided before the
 //! body is read (D20).
 
-use super::App;
+use super::body::{self, Coding};
 use super::reply::{self, ApiError};
+use super::{App, ConnInfo};
+use crate::budget::Charge;
 use crate::interfaces::{self, Interface};
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::Buf;
 use futures_util::{Stream, StreamExt};
 use http::{HeaderMap, HeaderValue, Method, header};
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
+use tokio::time::Instant;
 use warp::Filter;
 use warp::path::FullPath;
 use warp::reply::Response;
@@ -23,6 +26,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .and(warp::query::raw().or(warp::any().map(String::new)).unify())
         .and(warp::header::headers_cloned())
         .and(warp::body::stream())
+        .and(warp::ext::optional::<ConnInfo>())
         .and(warp::any().map(move || Arc::clone(&app)))
         .then(handle)
         .recover(move |rejection: warp::Rejection| {
@@ -38,27 +42,51 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .unify()
 }
 
+/// What the handler learnt about the request's body by the time it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyState {
+    /// Not read at all: the answer was decided from the head.
+    Unread,
+    /// Read in part (refused while it arrived).
+    Partial,
+    /// Read to its end.
+    Complete,
+}
+
+/// A small unread body is read and dropped after an early answer so the connection can be
+/// kept; a larger one closes it, saying so (D26).
+const DRAIN_LIMIT: usize = 64 * 1024;
+
+/// How long draining such a body may take.
+const DRAIN_TIME: Duration = Duration::from_secs(2);
+
 async fn handle(
     method: Method,
     path: FullPath,
     query: String,
     headers: HeaderMap,
-    body: impl Stream<Item = Result<impl Buf, warp::Error>> + Unpin + Send,
+    mut body: impl Stream<Item = Result<impl Buf, warp::Error>> + Unpin + Send,
+    conn: Option<ConnInfo>,
     app: Arc<App>,
 ) -> Response {
     let started = Instant::now();
     let request_id = app.request_ids.for_request(&headers);
     let mut key_name = None;
+    let mut state = BodyState::Unread;
     let iface = interfaces::by_path(path.as_str());
     let result = accept(
         &app,
-        &method,
-        path.as_str(),
-        iface,
-        &query,
-        &headers,
-        body,
+        Request {
+            method: &method,
+            path: path.as_str(),
+            iface,
+            query: &query,
+            headers: &headers,
+            started,
+        },
+        &mut body,
         &mut key_name,
+        &mut state,
     )
     .await;
     let mut response = match &result {
@@ -68,57 +96,129 @@ async fn handle(
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert("x-request-id", v);
     }
+    let http1 = conn.is_none_or(|c| c.http1);
+    if http1 && state != BodyState::Complete && !drained(state, &headers, &mut body).await {
+        // D26: the client must not write its next request into a connection we close.
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     let (accepted, failed) = result.as_ref().map_or((0, 0), |o| (o.succeeded, o.failed));
     let status = response.status().as_u16();
     let interface = iface.map_or("-", |i| i.id);
     let key = key_name.as_deref().unwrap_or("-");
     let elapsed = started.elapsed().as_secs_f64();
-    app.metrics.request(interface, status, accepted, failed, elapsed);
+    app.metrics
+        .request(interface, status, accepted, failed, elapsed);
     let latency_ms = format_args!("{:.3}", elapsed * 1000.0);
     match &result {
         Err(ApiError::Intake(crate::intake::IntakeError::Storage(e))) => tracing::error!(
             request_id, key, interface, status, error = %e, %latency_ms,
             "request failed: queue storage"),
+        Err(ApiError::Intake(crate::intake::IntakeError::Internal(e))) => tracing::error!(
+            request_id, key, interface, status, error = %e, %latency_ms,
+            "request failed: internal error"),
         _ => tracing::info!(
             request_id, key, interface, status, accepted, failed, %latency_ms, "request"),
     }
     response
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn accept(
-    app: &App,
-    method: &Method,
-    path: &str,
-    iface: Option<&'static Interface>,
-    query: &str,
+/// Reads and drops the rest of a body left unread by an early answer, when it is small
+/// enough; false when the connection should close instead.
+async fn drained(
+    state: BodyState,
     headers: &HeaderMap,
-    body: impl Stream<Item = Result<impl Buf, warp::Error>> + Unpin + Send,
-    key_name: &mut Option<String>,
-) -> Result<crate::intake::Outcome, ApiError> {
-    let iface = iface.ok_or_else(|| ApiError::NotFound(path.to_string()))?;
-    if method != Method::POST {
-        return Err(ApiError::MethodNotAllowed(method.to_string()));
+    body: &mut (impl Stream<Item = Result<impl Buf, warp::Error>> + Unpin + Send),
+) -> bool {
+    if state == BodyState::Partial
+        || declared_length(headers).is_some_and(|n| n > DRAIN_LIMIT as u64)
+    {
+        return false;
     }
-    let presented = headers.get("x-api-key").map(HeaderValue::as_bytes);
-    *key_name = app.auth.check(presented, iface)?.map(str::to_string);
-    check_content_type(headers)?;
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > app.max_body_bytes) {
-        return Err(ApiError::BodyTooLarge(app.max_body_bytes));
-    }
-    let query = (!query.is_empty()).then_some(query);
-    let accounting_type = app.intake.check_query(iface, query)?;
-    let body = tokio::time::timeout(app.body_timeout, read_body(body, app.max_body_bytes))
+    let drain = async {
+        let mut seen = 0usize;
+        while let Some(chunk) = body.next().await {
+            match chunk {
+                Ok(c) => seen += c.remaining(),
+                Err(_) => return false,
+            }
+            if seen > DRAIN_LIMIT {
+                return false;
+            }
+        }
+        true
+    };
+    tokio::time::timeout(DRAIN_TIME, drain)
         .await
-        .map_err(|_| ApiError::BodyTimeout(app.body_timeout.as_secs()))??;
-    Ok(app.intake.submit(iface, accounting_type, body).await?)
+        .unwrap_or(false)
 }
 
-/// A JSON media type, compared case-insensitively with parameters allowed (D5).
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// The parts of a request decided before its body.
+struct Request<'a> {
+    method: &'a Method,
+    path: &'a str,
+    iface: Option<&'static Interface>,
+    query: &'a str,
+    headers: &'a HeaderMap,
+    started: Instant,
+}
+
+async fn accept(
+    app: &App,
+    req: Request<'_>,
+    body: &mut (impl Stream<Item = Result<impl Buf, warp::Error>> + Unpin + Send),
+    key_name: &mut Option<String>,
+    state: &mut BodyState,
+) -> Result<crate::intake::Outcome, ApiError> {
+    let iface = req
+        .iface
+        .ok_or_else(|| ApiError::NotFound(req.path.to_string()))?;
+    if req.method != Method::POST {
+        return Err(ApiError::MethodNotAllowed(req.method.to_string()));
+    }
+    let presented = req.headers.get("x-api-key").map(HeaderValue::as_bytes);
+    *key_name = app.auth.check(presented, iface)?.map(str::to_string);
+    check_transfer_encoding(req.headers)?;
+    check_content_type(req.headers)?;
+    let coding = content_coding(req.headers)?;
+    if declared_length(req.headers).is_some_and(|n| n > app.max_body_bytes) {
+        return Err(ApiError::BodyTooLarge(app.max_body_bytes));
+    }
+    let query = (!req.query.is_empty()).then_some(req.query);
+    let accounting_type = app.intake.check_query(iface, query)?;
+    let deadline = req.started + app.body_timeout;
+    let mut charge = Charge::default();
+    *state = BodyState::Partial;
+    let body = body::read(
+        body,
+        coding,
+        app.max_body_bytes,
+        &app.budget,
+        &mut charge,
+        deadline,
+        app.body_timeout,
+    )
+    .await?;
+    *state = BodyState::Complete;
+    // Parsing may wait for room in the budget up to the body timeout, counted from now when
+    // the body itself took most of it.
+    let deadline = deadline.max(Instant::now() + Duration::from_secs(1));
+    Ok(app
+        .intake
+        .submit(iface, accounting_type, body, &mut charge, deadline)
+        .await?)
+}
+
+/// A JSON media type, compared case-insensitively with parameters allowed (D5); a charset
+/// other than UTF-8 is refused (D25).
 fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
         return Err(ApiError::UnsupportedMediaType(
@@ -126,32 +226,60 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
         ));
     };
     let text = value.to_str().unwrap_or_default();
-    let media = text.split(';').next().unwrap_or_default().trim();
-    if media.eq_ignore_ascii_case("application/json") {
-        Ok(())
-    } else {
-        Err(ApiError::UnsupportedMediaType(format!(
+    let mut parts = text.split(';');
+    let media = parts.next().unwrap_or_default().trim();
+    if !media.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::UnsupportedMediaType(format!(
             "Content-Type {text:?} is not supported; send application/json"
-        )))
+        )));
     }
+    for param in parts {
+        let Some((name, value)) = param.split_once('=') else {
+            continue;
+        };
+        let value = value.trim().trim_matches('"');
+        if name.trim().eq_ignore_ascii_case("charset") && !value.eq_ignore_ascii_case("utf-8") {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "only UTF-8 JSON is accepted (charset={value})"
+            )));
+        }
+    }
+    Ok(())
 }
 
-async fn read_body(
-    mut body: impl Stream<Item = Result<impl Buf, warp::Error>> + Unpin + Send,
-    limit: u64,
-) -> Result<Bytes, ApiError> {
-    let mut out = BytesMut::new();
-    while let Some(chunk) = body.next().await {
-        let mut chunk = chunk.map_err(|e| ApiError::BodyRead(e.to_string()))?;
-        if out.len() as u64 + chunk.remaining() as u64 > limit {
-            return Err(ApiError::BodyTooLarge(limit));
-        }
-        while chunk.has_remaining() {
-            let part = chunk.chunk();
-            out.extend_from_slice(part);
-            let n = part.len();
-            chunk.advance(n);
+/// The body's content coding: identity or gzip (D25).
+fn content_coding(headers: &HeaderMap) -> Result<Coding, ApiError> {
+    let mut coding = Coding::Identity;
+    for value in headers.get_all(header::CONTENT_ENCODING) {
+        let text = value.to_str().unwrap_or("?");
+        for c in text.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+            if c.eq_ignore_ascii_case("identity") {
+                continue;
+            }
+            if c.eq_ignore_ascii_case("gzip") && coding == Coding::Identity {
+                coding = Coding::Gzip;
+                continue;
+            }
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "content encoding {c} is not supported (supported: gzip, identity)"
+            )));
         }
     }
-    Ok(out.freeze())
+    Ok(coding)
+}
+
+/// Only `chunked` framing is understood (D25); hyper itself refuses a request whose last
+/// transfer coding is not `chunked`.
+fn check_transfer_encoding(headers: &HeaderMap) -> Result<(), ApiError> {
+    for value in headers.get_all(header::TRANSFER_ENCODING) {
+        let text = value.to_str().unwrap_or("?");
+        for c in text.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+            if !c.eq_ignore_ascii_case("chunked") {
+                return Err(ApiError::NotImplemented(format!(
+                    "transfer encoding {c} is not supported (supported: chunked)"
+                )));
+            }
+        }
+    }
+    Ok(())
 }

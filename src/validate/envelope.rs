@@ -1,6 +1,8 @@
 //! The common envelope `objects.object.record[]` and the request's query (D3 structure
 //! failures). A structure failure rejects the whole request: 400 with one error at index 0.
 
+use super::json::{self, Duplicate, ReadError};
+use super::messages::{Step, Violation};
 use serde_json::Value;
 
 /// A short example of the envelope, sent as `expected_format` with every structure failure.
@@ -12,6 +14,20 @@ pub enum StructureError {
     /// The body does not parse as JSON.
     #[error("request body is not valid JSON: {0}")]
     NotJson(String),
+    /// The body is not UTF-8 (D25): the offset of the first bad byte.
+    #[error("request body is not valid UTF-8 (byte {0})")]
+    NotUtf8(usize),
+    /// Arrays and objects nested deeper than the limit (D27): serde_json's position.
+    #[error("{0}")]
+    TooDeep(String),
+    /// A key repeated in the envelope (D24).
+    #[error("duplicate key [{key}] is not permitted")]
+    DuplicateKey {
+        /// The key.
+        key: String,
+        /// JSON Pointer of the second occurrence.
+        path: String,
+    },
     /// The body is not an object with an `objects` object (a flat record, an array, ...).
     #[error("The request is missing the objects section.")]
     MissingObjects,
@@ -39,9 +55,10 @@ pub enum StructureError {
 
 impl StructureError {
     /// JSON Pointer into the request body of what is wrong (`""` for the body itself).
-    pub fn path(&self) -> &'static str {
+    pub fn path(&self) -> &str {
         match self {
-            Self::NotJson(_) | Self::MissingObjects => "",
+            Self::NotJson(_) | Self::NotUtf8(_) | Self::TooDeep(_) | Self::MissingObjects => "",
+            Self::DuplicateKey { path, .. } => path,
             Self::MissingObject => "/objects/object",
             Self::MissingRecord | Self::RecordNotArray => "/objects/object/record",
             Self::MissingAccountingType | Self::UnknownAccountingType { .. } => "",
@@ -49,10 +66,24 @@ impl StructureError {
     }
 }
 
-/// The records of a request body, in order.
-pub fn records(body: &[u8]) -> Result<Vec<Value>, StructureError> {
-    let mut root: Value =
-        serde_json::from_slice(body).map_err(|e| StructureError::NotJson(e.to_string()))?;
+/// The records of a request body, in order, with the duplicate keys found inside them.
+pub fn records(body: &[u8]) -> Result<(Vec<Value>, Vec<Duplicate>), StructureError> {
+    let doc = json::read(body).map_err(|e| match e {
+        ReadError::NotUtf8(at) => StructureError::NotUtf8(at),
+        ReadError::NotJson(m) => StructureError::NotJson(m),
+        ReadError::TooDeep(m) => StructureError::TooDeep(m),
+        ReadError::EnvelopeDuplicate(steps) => {
+            let key = match steps.last() {
+                Some(Step::Key(k)) => k.clone(),
+                _ => String::new(),
+            };
+            StructureError::DuplicateKey {
+                key,
+                path: Violation::new(steps, "").pointer(),
+            }
+        }
+    })?;
+    let mut root = doc.root;
     let objects = match root.get_mut("objects") {
         Some(o @ Value::Object(_)) => o,
         _ => return Err(StructureError::MissingObjects),
@@ -63,7 +94,9 @@ pub fn records(body: &[u8]) -> Result<Vec<Value>, StructureError> {
     };
     match object.get_mut("record") {
         None => Err(StructureError::MissingRecord),
-        Some(Value::Array(records)) if !records.is_empty() => Ok(std::mem::take(records)),
+        Some(Value::Array(records)) if !records.is_empty() => {
+            Ok((std::mem::take(records), doc.duplicates))
+        }
         Some(_) => Err(StructureError::RecordNotArray),
     }
 }
@@ -111,8 +144,15 @@ mod tests {
             Some(RecordNotArray)
         );
         assert_eq!(
-            records(br#"{"objects":{"object":{"record":[{"a":1},2]}}}"#).map(|r| r.len()),
+            records(br#"{"objects":{"object":{"record":[{"a":1},2]}}}"#).map(|r| r.0.len()),
             Ok(2)
+        );
+        assert_eq!(
+            r(r#"{"objects":{"object":{"record":[{}]},"object":{}}}"#),
+            Some(DuplicateKey {
+                key: "object".into(),
+                path: "/objects/object".into()
+            })
         );
     }
 

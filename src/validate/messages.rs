@@ -5,10 +5,11 @@
 
 use super::formats;
 use boon::{ErrorKind, InstanceToken, ValidationError};
-use serde_json::Value;
+use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
 
 /// One step of a path into a record.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Step {
     /// A member of an object.
     Key(String),
@@ -54,11 +55,30 @@ pub fn render_str(s: &str) -> String {
     serde_json::to_string(&cut).unwrap_or_default()
 }
 
-/// Any value as it appears in a message: JSON text, cut to 100 characters.
+/// Any value as it appears in a message: JSON text, cut to 100 characters. Only the start of
+/// a large array or object is ever written out.
 fn render_value(v: &Value) -> String {
+    /// Takes bytes until it has enough, then refuses more, which stops the serializer.
+    struct Head(Vec<u8>);
+    impl std::io::Write for Head {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.0.len() >= 400 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            self.0.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
     match v {
         Value::String(s) => render_str(s),
-        other => other.to_string().chars().take(100).collect(),
+        other => {
+            let mut head = Head(Vec::new());
+            let _ = serde_json::to_writer(&mut head, other);
+            String::from_utf8_lossy(&head.0).chars().take(100).collect()
+        }
     }
 }
 
@@ -82,14 +102,25 @@ fn lookup<'a>(root: &'a Value, steps: &[Step]) -> Option<&'a Value> {
     })
 }
 
-/// The violations of a boon error tree, in the order boon found them. `schema` is the
-/// record's schema document, for texts boon only has in converted form.
-pub fn from_boon(err: &ValidationError, record: &Value, schema: &Value, out: &mut Vec<Violation>) {
+/// What [`from_boon`] needs besides the error: the record, its schema document (for texts boon
+/// only has in converted form), and the paths whose numbers the number rules have judged.
+pub struct Context<'a> {
+    /// The record validated.
+    pub record: &'a Value,
+    /// The record's schema document.
+    pub schema: &'a Value,
+    /// Paths of numbers already reported by the number rules (D23): boon's own type verdict
+    /// on them (made in binary floating point) is dropped.
+    pub numbers_judged: &'a HashSet<&'a [Step]>,
+}
+
+/// The violations of a boon error tree, in the order boon found them.
+pub fn from_boon(err: &ValidationError, cx: &Context<'_>, out: &mut Vec<Violation>) {
     if err.causes.is_empty() {
-        leaf(err, record, schema, out);
+        leaf(err, cx, out);
     }
     for cause in &err.causes {
-        from_boon(cause, record, schema, out);
+        from_boon(cause, cx, out);
     }
 }
 
@@ -109,7 +140,8 @@ fn schema_pattern<'a>(schema: &'a Value, schema_url: &str, compiled: &'a str) ->
         .unwrap_or(compiled)
 }
 
-fn leaf(err: &ValidationError, record: &Value, schema: &Value, out: &mut Vec<Violation>) {
+fn leaf(err: &ValidationError, cx: &Context<'_>, out: &mut Vec<Violation>) {
+    let (record, schema) = (cx.record, cx.schema);
     let steps: Vec<Step> = err
         .instance_location
         .tokens
@@ -143,6 +175,11 @@ fn leaf(err: &ValidationError, record: &Value, schema: &Value, out: &mut Vec<Vio
                     format!("extraneous key [{name}] is not permitted"),
                 ));
             }
+            return;
+        }
+        ErrorKind::Type { .. }
+            if value.is_number() && cx.numbers_judged.contains(steps.as_slice()) =>
+        {
             return;
         }
         ErrorKind::Type { want, .. } => {
@@ -259,20 +296,51 @@ pub fn xml_unsafe(record: &Value, steps: &mut Vec<Step>, out: &mut Vec<Violation
 /// array (a coding sum, too few rows) after its contents. The sort is stable, so violations
 /// at one place keep the order they were found in.
 pub fn sort_in_document_order(record: &Value, violations: &mut [Violation]) {
-    violations.sort_by_cached_key(|v| document_position(record, &v.steps));
+    if violations.len() < 2 {
+        return;
+    }
+    let mut positions = Positions::default();
+    violations.sort_by_cached_key(|v| document_position(record, &v.steps, &mut positions));
 }
 
-fn document_position(record: &Value, steps: &[Step]) -> Vec<usize> {
+/// Member positions of large objects, indexed once: a record with a million unknown fields
+/// must not cost a million scans of a million members.
+#[derive(Default)]
+struct Positions<'a> {
+    by_object: HashMap<*const Map<String, Value>, HashMap<&'a str, usize>>,
+}
+
+impl<'a> Positions<'a> {
+    fn of(&mut self, map: &'a Map<String, Value>, key: &str) -> Option<usize> {
+        if map.len() <= 16 {
+            return map.keys().position(|k| k == key);
+        }
+        self.by_object
+            .entry(map as *const _)
+            .or_insert_with(|| {
+                map.keys()
+                    .enumerate()
+                    .map(|(i, k)| (k.as_str(), i))
+                    .collect()
+            })
+            .get(key)
+            .copied()
+    }
+}
+
+fn document_position<'a>(
+    record: &'a Value,
+    steps: &[Step],
+    positions: &mut Positions<'a>,
+) -> Vec<usize> {
     let mut key = Vec::with_capacity(steps.len() + 1);
     let mut current = Some(record);
     for step in steps {
         let (pos, next) = match (current, step) {
-            (Some(Value::Object(map)), Step::Key(k)) => {
-                match map.iter().position(|(n, _)| n == k) {
-                    Some(p) => (p, map.get(k)),
-                    None => (map.len(), None),
-                }
-            }
+            (Some(Value::Object(map)), Step::Key(k)) => match positions.of(map, k) {
+                Some(p) => (p, map.get(k)),
+                None => (map.len(), None),
+            },
             (Some(Value::Array(items)), Step::Index(i)) => (*i, items.get(*i)),
             _ => (usize::MAX, None),
         };

@@ -2,15 +2,17 @@
 //! Schema cannot say checked in code ([`formats`]) and the exact messages of the decisions
 //! table ([`messages`]).
 
-pub mod decimal;
 pub mod envelope;
 pub mod formats;
+pub mod json;
 pub mod messages;
+pub mod numbers;
 
 use crate::interfaces::{INTERFACES, Interface, builtin_schema};
-use crate::xml::Shape;
-use messages::{Violation, from_boon, sort_in_document_order, xml_unsafe};
+use crate::shape::Shape;
+use messages::{Context, Step, Violation, from_boon, sort_in_document_order, xml_unsafe};
 use serde_json::Value;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// A schema that could not be loaded; start-up stops with it.
@@ -78,10 +80,20 @@ impl Validator {
     /// Every violation of one record, in document order (D2). Empty when the record is valid.
     pub fn check(&self, iface: &Interface, record: &Value) -> Vec<Violation> {
         let c = self.get(iface);
+        let mut numbers = Vec::new();
+        numbers::check(&c.shape, record, &mut numbers);
         let mut out = Vec::new();
         if let Err(e) = c.schemas.validate(record, c.index) {
-            from_boon(&e, record, &c.json, &mut out);
+            let numbers_judged: HashSet<&[Step]> =
+                numbers.iter().map(|v| v.steps.as_slice()).collect();
+            let cx = Context {
+                record,
+                schema: &c.json,
+                numbers_judged: &numbers_judged,
+            };
+            from_boon(&e, &cx, &mut out);
         }
+        out.append(&mut numbers);
         xml_unsafe(record, &mut Vec::new(), &mut out);
         sort_in_document_order(record, &mut out);
         out

@@ -1,0 +1,113 @@
+//! Receiving a request body: within `max_body_bytes` (413), charged to the in-flight budget as
+//! it arrives (D27), and decoded on the fly when it is gzip (D25), the limit applying to the
+//! decoded bytes so that a small bomb is stopped as soon as it passes it.
+
+use super::reply::ApiError;
+use crate::budget::{Budget, Charge};
+use bytes::{Buf, Bytes};
+use futures_util::{Stream, StreamExt};
+use std::io::Write;
+use tokio::time::Instant;
+
+/// The content codings a body may have (D25).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coding {
+    /// As sent.
+    Identity,
+    /// `Content-Encoding: gzip`.
+    Gzip,
+}
+
+/// Compressed input is fed to the decoder in slices of this size, so one slice cannot
+/// inflate much past the limit before it is checked (gzip expands at most about 1,032:1).
+const INFLATE_SLICE: usize = 1024;
+
+/// Reads the whole body by `deadline` (408 after it, D5). `limit` bounds the bytes as
+/// received and, for gzip, as decoded; waiting for room in the budget ends at the deadline
+/// too (503).
+pub async fn read(
+    body: &mut (impl Stream<Item = Result<impl Buf, warp::Error>> + Unpin + Send),
+    coding: Coding,
+    limit: u64,
+    budget: &Budget,
+    charge: &mut Charge,
+    deadline: Instant,
+    timeout: std::time::Duration,
+) -> Result<Bytes, ApiError> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let mut sink = Sink::new(coding);
+    let mut received = 0usize;
+    loop {
+        let next = tokio::time::timeout_at(deadline, body.next())
+            .await
+            .map_err(|_| ApiError::BodyTimeout(timeout.as_secs()))?;
+        let Some(chunk) = next else { break };
+        let mut chunk = chunk.map_err(|e| ApiError::BodyRead(e.to_string()))?;
+        received += chunk.remaining();
+        if received > limit {
+            return Err(ApiError::BodyTooLarge(limit as u64));
+        }
+        while chunk.has_remaining() {
+            let part = chunk.chunk();
+            let n = part.len();
+            let before = sink.len();
+            sink.write(part, limit)?;
+            let grown = sink.len().saturating_sub(before);
+            budget.charge(charge, grown, deadline).await?;
+            chunk.advance(n);
+        }
+    }
+    sink.finish(limit)
+}
+
+/// Where the body's bytes go: kept as they are, or through the gzip decoder.
+enum Sink {
+    Identity(Vec<u8>),
+    Gzip(Box<flate2::write::GzDecoder<Vec<u8>>>),
+}
+
+impl Sink {
+    fn new(coding: Coding) -> Self {
+        match coding {
+            Coding::Identity => Self::Identity(Vec::new()),
+            Coding::Gzip => Self::Gzip(Box::new(flate2::write::GzDecoder::new(Vec::new()))),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Identity(v) => v.len(),
+            Self::Gzip(d) => d.get_ref().len(),
+        }
+    }
+
+    fn write(&mut self, part: &[u8], limit: usize) -> Result<(), ApiError> {
+        match self {
+            Self::Identity(v) => v.extend_from_slice(part),
+            Self::Gzip(d) => {
+                for slice in part.chunks(INFLATE_SLICE) {
+                    d.write_all(slice).map_err(gzip_error)?;
+                    if d.get_ref().len() > limit {
+                        return Err(ApiError::BodyTooLarge(limit as u64));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self, limit: usize) -> Result<Bytes, ApiError> {
+        let out = match self {
+            Self::Identity(v) => v,
+            Self::Gzip(d) => d.finish().map_err(gzip_error)?,
+        };
+        if out.len() > limit {
+            return Err(ApiError::BodyTooLarge(limit as u64));
+        }
+        Ok(Bytes::from(out))
+    }
+}
+
+fn gzip_error(e: std::io::Error) -> ApiError {
+    ApiError::BodyRead(format!("the gzip body cannot be decoded: {e}"))
+}

@@ -1,0 +1,13 @@
+//! Hostile input (D23 to D27): numbers, duplicate keys, encodings, connections and budgets,
+//! each shown over real sockets against the real service, and property tests that mutate
+//! bodies generated from every interface's schema.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod budgets;
+mod connections;
+mod duplicates;
+mod encoding;
+mod fuzz;
+mod numbers;
