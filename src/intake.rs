@@ -173,7 +173,7 @@ impl Intake {
             let body = body.clone();
             self.off_the_workers(move |_| json::cost(&body)).await?
         };
-        let extra = cost.bytes(body.len()).saturating_sub(charge.bytes());
+        let extra = cost.charge(body.len()).saturating_sub(charge.bytes());
         self.budget.charge(charge, extra, deadline).await?;
         let (outcome, accepted) = if inline {
             self.check_records(iface, accounting_type.as_deref(), &body)?

@@ -10,11 +10,6 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
-/// mimalloc instead of the system allocator: the intake allocates many small values (JSON
-/// trees, sled nodes), and glibc's malloc took a third of the time (BENCHMARKS.md).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 pub mod admin;
 pub mod budget;
 pub mod cli;

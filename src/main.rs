@@ -13,6 +13,12 @@ use clap::Parser;
 use std::path::Path;
 use std::process::ExitCode;
 
+/// mimalloc instead of the system allocator: the intake allocates many small values (JSON
+/// trees, queue nodes), and glibc's malloc took a third of the time (BENCHMARKS.md). Chosen
+/// by the binary, not the library, so tests may measure allocations with their own.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {

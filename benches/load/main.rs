@@ -22,6 +22,10 @@ use ap_intake::interfaces::by_path;
 use clap::{Parser, Subcommand};
 use std::time::Duration;
 
+/// The in-process limit runs the library with the binary's allocator (src/main.rs).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(about = "ap-intake benchmarks")]
 struct Args {

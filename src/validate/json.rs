@@ -250,7 +250,12 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
             };
             match seq.next_element_seed(seed)? {
                 Some(v) => items.push(v),
-                None => return Ok(Value::Array(items)),
+                None => {
+                    // Arrays grow by doubling from four: a row of one, nested deep, would
+                    // otherwise hold four times its size (D27's bound is per item).
+                    items.shrink_to_fit();
+                    return Ok(Value::Array(items));
+                }
             }
         }
     }
@@ -297,27 +302,41 @@ impl<'de> Visitor<'de> for ValueSeed<'_, '_> {
 /// What a body will cost in memory once parsed, counted without parsing it (D27).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Cost {
-    /// Items (values and object members) in the body: an upper bound, counted from the
-    /// separators and brackets outside strings.
+    /// Items in the body: values, and keys of object members, counted from the separators
+    /// (`,` `:`) and brackets outside strings; an upper bound.
     pub items: usize,
     /// Items in the largest value at record depth (5): what one record's validation may
     /// report on.
     pub largest_record: usize,
 }
 
-/// Bytes of memory one item may take in the parsed tree: the value, an object member's key
-/// and index entry, and the slack of growing arrays (measured: `tests` below).
-pub const TREE_BYTES_PER_ITEM: usize = 240;
+/// Bytes of memory one item may take in the parsed tree: a value, or a member's key with its
+/// slot in the object, with the slack of a growing object (measured between 20 and 80 on the
+/// worst shapes: tests/hostile/budgets.rs).
+pub const TREE_BYTES_PER_ITEM: usize = 160;
 
-/// Bytes one item of a record may take while the record is validated: the validator's error
-/// and its violation, when every item of the record breaks a rule.
-pub const CHECK_BYTES_PER_ITEM: usize = 900;
+/// Bytes one item of a record may take while the record is checked, when every item breaks
+/// rules: an empty PO v2 coding row `{}` is two items and seven missing fields, each a
+/// validator error and a violation (measured up to 1,540 per item: tests/hostile/budgets.rs).
+pub const CHECK_BYTES_PER_ITEM: usize = 2048;
+
+/// The process holds at most about this many bytes for each byte charged to the budget
+/// (D27: "within about 4x the budget"): a parsed body is charged a quarter of its estimated
+/// peak.
+pub const PEAK_PER_CHARGED_BYTE: usize = 4;
 
 impl Cost {
-    /// The bytes to charge before parsing a body of `len` bytes with this cost.
-    pub fn bytes(&self, len: usize) -> usize {
+    /// The most a body of `len` bytes with this cost takes while it is parsed and checked:
+    /// the body, its tree, and the reports on its largest record.
+    pub fn peak(&self, len: usize) -> usize {
         len.saturating_add(self.items.saturating_mul(TREE_BYTES_PER_ITEM))
             .saturating_add(self.largest_record.saturating_mul(CHECK_BYTES_PER_ITEM))
+    }
+
+    /// What such a body is charged to the in-flight budget once it is parsed (D27): at least
+    /// its own size, else a quarter of its peak.
+    pub fn charge(&self, len: usize) -> usize {
+        self.peak(len).div_ceil(PEAK_PER_CHARGED_BYTE).max(len)
     }
 }
 
@@ -357,7 +376,7 @@ pub fn cost(body: &[u8]) -> Cost {
                 }
                 depth = depth.saturating_sub(1);
             }
-            b',' => {
+            b',' | b':' => {
                 items += 1;
                 if depth >= 5 {
                     record += 1;

@@ -10,4 +10,8 @@ mod connections;
 mod duplicates;
 mod encoding;
 mod fuzz;
+mod meter;
 mod numbers;
+
+#[global_allocator]
+static METER: meter::Meter = meter::Meter;
