@@ -179,6 +179,15 @@ impl ApiError {
                     request_id: Some(request_id),
                 },
             ),
+            // The cause is logged with the request id; the client gets the generic text.
+            Self::Intake(IntakeError::Internal(_)) => json(
+                status,
+                &Short {
+                    status: Status::Failed,
+                    message: &Self::Internal(String::new()).to_string(),
+                    request_id: Some(request_id),
+                },
+            ),
             _ => json(
                 status,
                 &Short {
