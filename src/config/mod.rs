@@ -154,6 +154,8 @@ impl Config {
                 body_timeout: Duration::from_secs(30),
                 handshake_timeout: Duration::from_secs(10),
                 max_connections: 1024,
+                max_connections_per_ip: server::DEFAULT_MAX_CONNECTIONS_PER_IP,
+                max_streams_per_connection: server::DEFAULT_MAX_STREAMS_PER_CONNECTION,
             },
             admin: Admin {
                 listen: Some(SocketAddr::from(([127, 0, 0, 1], 9090))),

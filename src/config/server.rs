@@ -17,6 +17,8 @@ pub(super) struct RawServer {
     header_timeout_secs: Option<u64>,
     handshake_timeout_secs: Option<u64>,
     max_connections: Option<usize>,
+    max_connections_per_ip: Option<usize>,
+    max_streams_per_connection: Option<u32>,
     tls: Option<RawTls>,
 }
 
@@ -66,9 +68,20 @@ pub struct Server {
     pub body_timeout: Duration,
     /// How long a TLS handshake may take.
     pub handshake_timeout: Duration,
-    /// Most connections served at once; more wait in the listen queue.
+    /// Most connections served at once, counted from accept to close (TLS handshake and
+    /// HTTP/2 preface included); more wait in the listen queue.
     pub max_connections: usize,
+    /// Most connections from one client address at once; more are closed at once (D26).
+    pub max_connections_per_ip: usize,
+    /// Most concurrent HTTP/2 streams on one connection (D26).
+    pub max_streams_per_connection: u32,
 }
+
+/// Connections one client address may hold when the config does not say (D26).
+pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 64;
+
+/// Concurrent HTTP/2 streams per connection when the config does not say (D26).
+pub const DEFAULT_MAX_STREAMS_PER_CONNECTION: u32 = 16;
 
 fn secs(v: Option<u64>, default: u64, key: &'static str) -> Result<Duration, KeyError> {
     match v.unwrap_or(default) {
@@ -121,6 +134,12 @@ impl RawServer {
         if max_connections == 0 {
             return Err(("max_connections", "must be at least 1".into()));
         }
+        let max_connections_per_ip = per_ip(self.max_connections_per_ip, max_connections)?;
+        let max_streams_per_connection = match self.max_streams_per_connection {
+            Some(0) => return Err(("max_streams_per_connection", "must be at least 1".into())),
+            Some(n) => n,
+            None => DEFAULT_MAX_STREAMS_PER_CONNECTION,
+        };
         Ok(Server {
             listen,
             tls,
@@ -128,7 +147,23 @@ impl RawServer {
             body_timeout: secs(self.body_timeout_secs, 30, "body_timeout_secs")?,
             handshake_timeout: secs(self.handshake_timeout_secs, 10, "handshake_timeout_secs")?,
             max_connections,
+            max_connections_per_ip,
+            max_streams_per_connection,
         })
+    }
+}
+
+/// The per-address cap (D26): an explicit value above `max_connections` could never bind, so
+/// it is refused; the default shrinks to fit a smaller `max_connections`.
+fn per_ip(v: Option<usize>, max_connections: usize) -> Result<usize, KeyError> {
+    match v {
+        None => Ok(DEFAULT_MAX_CONNECTIONS_PER_IP.min(max_connections)),
+        Some(0) => Err(("max_connections_per_ip", "must be at least 1".into())),
+        Some(n) if n > max_connections => Err((
+            "max_connections_per_ip",
+            format!("{n} is more than max_connections ({max_connections}); it must not exceed it"),
+        )),
+        Some(n) => Ok(n),
     }
 }
 
