@@ -262,6 +262,8 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         tls: tls.map(tokio_rustls::TlsAcceptor::from),
         handshake_timeout: config.server.handshake_timeout,
         header_timeout: config.server.header_timeout,
+        max_streams_per_connection: config.server.max_streams_per_connection,
+        max_connections_per_ip: config.server.max_connections_per_ip,
     };
     let server = tokio::spawn(http::serve(
         listener,

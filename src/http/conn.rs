@@ -1,19 +1,24 @@
 //! One connection: the TLS handshake (bounded), the first request's head (bounded, 408 when it
-//! does not arrive), then hyper serving the routes. Later requests on a kept-alive connection
-//! are bounded by hyper's own header timer, which closes an idle connection.
+//! does not arrive; 501 for a transfer coding other than chunked), then hyper serving the
+//! routes. Later HTTP/1 requests on a kept-alive connection are bounded by hyper's own header
+//! timer, which closes an idle connection; HTTP/2 has no such timer, so the connection is
+//! watched here with [`super::idle`] (D26).
 
-use super::reply;
+use super::early;
+use super::idle::{Activity, Tracked};
 use super::{App, ConnInfo};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::Watcher;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
 
 /// How a connection is accepted.
 pub struct ConnSettings {
@@ -21,12 +26,27 @@ pub struct ConnSettings {
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// Bound on the TLS handshake.
     pub handshake_timeout: Duration,
-    /// Bound on receiving a request's head.
+    /// Bound on receiving a request's head; on HTTP/2, on a connection without a request in
+    /// flight (D26).
     pub header_timeout: Duration,
+    /// Most concurrent HTTP/2 streams per connection (D26).
+    pub max_streams_per_connection: u32,
+    /// Most connections per client address (D26), enforced by the server loop.
+    pub max_connections_per_ip: usize,
 }
 
-/// A request head larger than this is left to hyper (which answers 431).
+/// A request head larger than this is left to hyper (which answers 431); HTTP/2 header lists
+/// have the same bound.
 const HEAD_PREREAD_LIMIT: usize = 64 * 1024;
+
+/// How an HTTP/2 connection starts (the whole preface is 24 bytes; the first head read always
+/// holds this much of it, as it ends at the first blank line).
+const H2_PREFACE_START: &[u8] = b"PRI * HTTP/2.0\r\n\r\n";
+
+/// How long an idle HTTP/2 connection told to go away (GOAWAY, then a PING whose answer lets
+/// hyper close it) may take to answer before it is dropped: a client that ignores the PING
+/// would otherwise keep it open.
+const GOAWAY_GRACE: Duration = Duration::from_secs(1);
 
 /// The routes as hyper drives them over one connection.
 pub trait Routes:
@@ -51,23 +71,23 @@ impl<T> Routes for T where
 {
 }
 
-/// Serves one accepted connection to the end.
+/// Serves one accepted connection to the end; `stop` turns true when the server shuts down.
 pub async fn serve<S>(
     stream: TcpStream,
     peer: SocketAddr,
     settings: &ConnSettings,
     app: &App,
     service: S,
-    watcher: Watcher,
+    stop: watch::Receiver<bool>,
 ) where
     S: Routes,
 {
     let _ = stream.set_nodelay(true);
     match &settings.tls {
-        None => serve_io(stream, peer, settings, app, service, watcher).await,
+        None => serve_io(stream, peer, settings, app, service, stop).await,
         Some(acceptor) => {
             match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => serve_io(tls, peer, settings, app, service, watcher).await,
+                Ok(Ok(tls)) => serve_io(tls, peer, settings, app, service, stop).await,
                 Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake refused"),
                 Err(_) => tracing::info!(%peer, "TLS handshake timed out"),
             }
@@ -81,11 +101,12 @@ async fn serve_io<IO, S>(
     settings: &ConnSettings,
     app: &App,
     service: S,
-    watcher: Watcher,
+    stop: watch::Receiver<bool>,
 ) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: Routes,
 {
+    let started = Instant::now();
     let head = match tokio::time::timeout(settings.header_timeout, read_head(&mut io)).await {
         Ok(Ok(head)) if head.is_empty() => return, // closed before sending anything
         Ok(Ok(head)) => head,
@@ -93,43 +114,127 @@ async fn serve_io<IO, S>(
             tracing::debug!(%peer, error = %e, "connection failed before a request arrived");
             return;
         }
-        Err(_) => {
-            let request_id = app.request_ids.fresh();
-            let message = format!(
-                "the request headers were not received within {} seconds",
-                settings.header_timeout.as_secs()
-            );
-            let body = reply::failure_body(&message, &request_id);
-            let response = format!(
-                "HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\nx-request-id: {request_id}\r\n\r\n",
-                body.len()
-            );
-            let _ = io.write_all(response.as_bytes()).await;
-            let _ = io.write_all(&body).await;
-            let _ = io.shutdown().await;
-            tracing::info!(request_id, %peer, status = 408, "request headers timed out");
-            return;
-        }
+        Err(_) => return early::header_timeout(&mut io, peer, settings.header_timeout, app).await,
     };
+    // hyper answers a bare 400 to a last coding other than chunked, before the routes could
+    // say 501 (D25). Only the first request is checked here: later ones on a kept-alive
+    // connection still get hyper's 400, and the routes' 501 for `gzip, chunked`.
+    if let Some(refusal) = early::unsupported_coding(&head, started, app) {
+        return refusal.answer(&mut io, peer, app).await;
+    }
+    let h2 = head.starts_with(H2_PREFACE_START);
+    let activity = Activity::new(started);
+    let service = tracked(service, peer, Arc::clone(&activity));
+    let builder = builder(settings);
+    let conn = builder.serve_connection(TokioIo::new(Prefixed { head, pos: 0, io }), service);
+    let idle = h2.then(|| (activity.as_ref(), settings.header_timeout));
+    let shut_down = |c: Pin<&mut _>| auto::Connection::graceful_shutdown(c);
+    if let Err(e) = drive(conn, shut_down, stop, idle, started).await {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+}
+
+/// hyper's settings for one connection (D26).
+fn builder(settings: &ConnSettings) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(settings.header_timeout);
-    builder.http2().timer(TokioTimer::new());
-    // The routes learn the client's address and protocol from a request extension.
-    let service =
-        hyper::service::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
-            let info = ConnInfo {
-                peer,
-                http1: req.version() < http::Version::HTTP_2,
-            };
-            req.extensions_mut().insert(info);
-            service.call(req)
-        });
-    let conn = builder.serve_connection(TokioIo::new(Prefixed { head, pos: 0, io }), service);
-    if let Err(e) = watcher.watch(conn).await {
-        tracing::debug!(%peer, error = %e, "connection ended with an error");
+        .header_read_timeout(settings.header_timeout)
+        // A client that half-closes after its request still gets the answer (D26).
+        .half_close(true);
+    let streams = settings.max_streams_per_connection;
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(streams)
+        // Streams opened and reset before they are served count against the connection, so
+        // a rapid-reset client cannot queue work without bound.
+        .max_pending_accept_reset_streams(usize::try_from(streams).unwrap_or(usize::MAX))
+        .max_header_list_size(u32::try_from(HEAD_PREREAD_LIMIT).unwrap_or(u32::MAX));
+    builder
+}
+
+/// warp's response body, which warp does not name publicly.
+type WarpBody = <warp::reply::Response as BodyOf>::Body;
+
+trait BodyOf {
+    type Body;
+}
+
+impl<B> BodyOf for http::Response<B> {
+    type Body = B;
+}
+
+/// The routes with the client's address and protocol as a request extension, each request
+/// counted in flight until its response body is dropped.
+fn tracked<S: Routes>(
+    service: S,
+    peer: SocketAddr,
+    activity: Arc<Activity>,
+) -> impl hyper::service::Service<
+    http::Request<hyper::body::Incoming>,
+    Response = http::Response<Tracked<WarpBody>>,
+    Error = std::convert::Infallible,
+    Future: Send + 'static,
+> + Send
++ 'static {
+    hyper::service::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+        let info = ConnInfo {
+            peer,
+            http1: req.version() < http::Version::HTTP_2,
+        };
+        req.extensions_mut().insert(info);
+        let busy = activity.begin();
+        let call = service.call(req);
+        async move {
+            let response = call.await?;
+            Ok(response.map(|body| Tracked::new(body, busy)))
+        }
+    })
+}
+
+/// Runs the connection until it ends: gracefully on server shutdown; for HTTP/2 (`idle` given)
+/// also once no request has been in flight for the header timeout, and at once when a
+/// connection told to go away stays idle for [`GOAWAY_GRACE`] more (D26).
+async fn drive<C, E>(
+    conn: C,
+    shut_down: impl Fn(Pin<&mut C>),
+    mut stop: watch::Receiver<bool>,
+    idle: Option<(&Activity, Duration)>,
+    started: Instant,
+) -> Result<(), E>
+where
+    C: Future<Output = Result<(), E>>,
+{
+    tokio::pin!(conn);
+    let mut closing: Option<Instant> = None;
+    loop {
+        let idle_expired = async {
+            match idle {
+                Some((activity, timeout)) => match closing {
+                    None => activity.idle_for(timeout, started).await,
+                    Some(since) => activity.idle_for(GOAWAY_GRACE, since).await,
+                },
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            result = conn.as_mut() => return result,
+            _ = stop.wait_for(|stop| *stop), if closing.is_none() => {
+                shut_down(conn.as_mut());
+                closing = Some(Instant::now());
+            }
+            () = idle_expired => {
+                if closing.is_some() {
+                    tracing::debug!("closing an idle HTTP/2 connection that did not go away");
+                    return Ok(());
+                }
+                tracing::debug!("closing an HTTP/2 connection without a request in flight");
+                shut_down(conn.as_mut());
+                closing = Some(Instant::now());
+            }
+        }
     }
 }
 

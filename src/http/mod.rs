@@ -7,7 +7,10 @@
 pub mod auth;
 pub mod body;
 pub mod conn;
+mod early;
+pub mod idle;
 pub mod ops;
+pub mod peers;
 pub mod reply;
 pub mod routes;
 pub mod tls;
@@ -15,13 +18,14 @@ pub mod tls;
 use crate::intake::Intake;
 use auth::Auth;
 use conn::ConnSettings;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use peers::Peers;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 /// What the connection knows about a request, handed to the routes as a request extension.
 #[derive(Debug, Clone, Copy)]
@@ -103,8 +107,11 @@ impl RequestIds {
 pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Serves `app` on `listener` until `shutdown` completes, then lets connections in flight
-/// finish (up to [`DRAIN_DEADLINE`]). At most `max_connections` are served at once; further
-/// ones wait in the listen queue.
+/// finish (up to [`DRAIN_DEADLINE`]). At most `max_connections` are served at once, each
+/// counted from before its accept to its close, TLS handshake and HTTP/2 preface included;
+/// further ones wait in the listen queue. One client address holds at most
+/// `settings.max_connections_per_ip` of them; a further connection from it is closed at once
+/// (D26).
 pub async fn serve(
     listener: TcpListener,
     app: Arc<App>,
@@ -113,43 +120,60 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let service = warp::service(routes::routes(Arc::clone(&app)));
+    let peers = Peers::new(settings.max_connections_per_ip);
     let settings = Arc::new(settings);
-    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
-    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(max_connections));
+    // Each connection holds a receiver: the sender learns when the last one has ended.
+    let (stop, _) = watch::channel(false);
     tokio::pin!(shutdown);
     loop {
-        let accepted = tokio::select! {
-            slot = Arc::clone(&slots).acquire_owned() => match slot {
-                Ok(slot) => tokio::select! {
-                    accepted = listener.accept() => accepted.map(|conn| (conn, slot)),
-                    () = &mut shutdown => break,
-                },
-                Err(_) => break,
+        let ((stream, peer), slot) = tokio::select! {
+            accepted = accept(&listener, &slots) => match accepted {
+                Some(accepted) => accepted,
+                None => break,
             },
             () = &mut shutdown => break,
         };
-        let ((stream, peer), slot) = match accepted {
-            Ok(conn) => conn,
-            Err(e) => {
-                // Out of file descriptors and the like: log, breathe, go on.
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
+        let Some(admitted) = peers.admit(peer.ip()) else {
+            continue; // dropping the stream closes it; the slot is free again
         };
         let svc = TowerToHyperService::new(service.clone());
-        let watcher = graceful.watcher();
+        let stopping = stop.subscribe();
         let (settings, app) = (Arc::clone(&settings), Arc::clone(&app));
         tokio::spawn(async move {
-            conn::serve(stream, peer, &settings, &app, svc, watcher).await;
-            drop(slot);
+            conn::serve(stream, peer, &settings, &app, svc, stopping).await;
+            drop((admitted, slot));
         });
     }
     drop(listener);
-    if tokio::time::timeout(DRAIN_DEADLINE, graceful.shutdown())
+    let _ = stop.send(true);
+    if tokio::time::timeout(DRAIN_DEADLINE, stop.closed())
         .await
         .is_err()
     {
         tracing::warn!("connections still open after the drain deadline; closing them");
+    }
+}
+
+/// A free slot, then the next connection; `None` when the slots are closed.
+async fn accept(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+) -> Option<(
+    (tokio::net::TcpStream, std::net::SocketAddr),
+    OwnedSemaphorePermit,
+)> {
+    // The slot is taken before accepting, so a connection over the cap waits in the kernel's
+    // listen queue instead of being accepted and left unserved.
+    let slot = Arc::clone(slots).acquire_owned().await.ok()?;
+    loop {
+        match listener.accept().await {
+            Ok(conn) => return Some((conn, slot)),
+            Err(e) => {
+                // Out of file descriptors and the like: log, breathe, go on.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
     }
 }
