@@ -52,6 +52,8 @@ pub struct Budget {
 #[derive(Debug, Default)]
 pub struct Charge {
     bytes: usize,
+    /// Whether the request had to wait for room at least once.
+    waited: bool,
     main: Option<OwnedSemaphorePermit>,
     reserve: Option<OwnedSemaphorePermit>,
 }
@@ -60,6 +62,12 @@ impl Charge {
     /// Bytes charged so far.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Whether the request was held back waiting for room: its body then arrived late by the
+    /// service's doing, not the client's (503, not 408).
+    pub fn waited(&self) -> bool {
+        self.waited
     }
 }
 
@@ -121,9 +129,11 @@ impl Budget {
         if let Ok(p) = Arc::clone(&self.main).try_acquire_many_owned(need32) {
             merge(&mut charge.main, p);
         } else if charge.bytes + bytes <= SMALL_REQUEST_BYTES {
+            charge.waited = true;
             let p = acquire(&self.reserve, need32, deadline).await?;
             merge(&mut charge.reserve, p);
         } else {
+            charge.waited = true;
             let p = acquire(&self.main, need32, deadline).await?;
             merge(&mut charge.main, p);
         }

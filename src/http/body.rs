@@ -3,7 +3,7 @@
 //! decoded bytes so that a small bomb is stopped as soon as it passes it.
 
 use super::reply::ApiError;
-use crate::budget::{Budget, Charge};
+use crate::budget::{Budget, BudgetError, Charge};
 use bytes::{Buf, Bytes};
 use futures_util::{Stream, StreamExt};
 use std::io::Write;
@@ -38,9 +38,12 @@ pub async fn read(
     let mut sink = Sink::new(coding);
     let mut received = 0usize;
     loop {
-        let next = tokio::time::timeout_at(deadline, body.next())
-            .await
-            .map_err(|_| ApiError::BodyTimeout(timeout.as_secs()))?;
+        let next = match tokio::time::timeout_at(deadline, body.next()).await {
+            Ok(next) => next,
+            // Held back by the budget, the client could not send in time: our doing (D27).
+            Err(_) if charge.waited() => return Err(BudgetError::Busy.into()),
+            Err(_) => return Err(ApiError::BodyTimeout(timeout.as_secs())),
+        };
         let Some(chunk) = next else { break };
         let mut chunk = chunk.map_err(|e| ApiError::BodyRead(e.to_string()))?;
         received += chunk.remaining();
