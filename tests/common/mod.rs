@@ -355,3 +355,17 @@ pub fn assert_valid_xml(xml: &[u8], xsd: &str) {
 pub fn reopen(data_dir: &Path) -> SledStore {
     SledStore::open(data_dir).unwrap()
 }
+
+/// xmllint's complaint when `xml` does not validate against `xsd` (a file in `schemas/`).
+pub fn xml_invalid(xml: &[u8], xsd: &str) -> Option<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("doc.xml");
+    std::fs::write(&file, xml).unwrap();
+    let xsd_path = format!("{}/schemas/{xsd}", env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("xmllint")
+        .args(["--noout", "--schema", &xsd_path])
+        .arg(&file)
+        .output()
+        .expect("xmllint must be installed (Debian: libxml2-utils)");
+    (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).into_owned())
+}
