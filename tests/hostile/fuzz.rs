@@ -36,6 +36,7 @@ mod mutate;
 mod numbers;
 mod oracle;
 mod queue;
+mod replay;
 mod slots;
 mod strings;
 mod valid;
