@@ -145,8 +145,9 @@ fn generated_and_mutated_requests_keep_the_answer_and_queue_invariants() {
 /// D26: an answer given before the body is read (here 415) reaches a client that is still
 /// sending its body. Found by the property test above (a 415 case with a 1 MiB body): the
 /// service closes the connection while the client writes, the client gets EPIPE and never
-/// reads the answer. Since the connection work of 4656e04 (linger after early answers) 1 MiB
-/// passes, 4 MiB still fails: the linger ends before the client is done writing.
+/// reads the answer. Since the connection work of 4656e04 (a bounded linger after early
+/// answers) 1 MiB passes and 4 MiB still fails. D26's letter allows the close (the answer
+/// says `Connection: close`), so whether to linger longer is the D26 owner's call.
 #[test]
 #[ignore = "D26 connection work: an early 415 is lost to EPIPE when the body is 4 MiB"]
 fn an_early_415_reaches_a_client_still_sending_a_large_body() {
