@@ -103,6 +103,19 @@ impl Dec {
         self.int_digits() <= 18 && self.places() <= i128::from(places)
     }
 
+    /// An integral value in canonical form: no sign on zero, no fraction, no exponent.
+    pub fn canonical_integer(&self) -> String {
+        if self.is_zero() {
+            return "0".into();
+        }
+        let sign = if self.neg { "-" } else { "" };
+        format!(
+            "{sign}{}{}",
+            self.digits,
+            "0".repeat(self.scale.max(0) as usize)
+        )
+    }
+
     /// The same value, sign of zero ignored.
     pub fn same_value(&self, other: &Dec) -> bool {
         self.digits == other.digits

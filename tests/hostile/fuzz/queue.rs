@@ -231,6 +231,13 @@ fn same_object(
                     "{path}: {t} written as {:?}, another value (D6)",
                     el.text
                 );
+                if let Some(want) = written(t, prop) {
+                    ensure!(
+                        el.text == want,
+                        "{path}: {t} written as {:?}, want {want:?} (D23)",
+                        el.text
+                    );
+                }
             }
             J::Arr(items) => {
                 let item = prop["x-xml-item"].as_str().unwrap_or("item");
@@ -249,4 +256,28 @@ fn same_object(
         }
     }
     Ok(())
+}
+
+/// The exact XML text of a number where D23 fixes it: integers in canonical form (`15.000` ->
+/// `15`, `-0` -> `0`); decimals without an exponent as received, less the fraction's trailing
+/// zeros beyond the field's places (`1.500` -> `1.50` for money). `None` for decimals written
+/// with an exponent, whose plain form D23 leaves open beyond the value.
+fn written(t: &str, prop: &Value) -> Option<String> {
+    if prop["type"] == "integer" {
+        let d = Dec::parse(t)?;
+        return Some(d.canonical_integer());
+    }
+    if t.contains(['e', 'E']) {
+        return None;
+    }
+    let places = super::valid::places(prop) as usize;
+    let Some((int, frac)) = t.split_once('.') else {
+        return Some(t.to_string());
+    };
+    let keep = frac.trim_end_matches('0').len().max(places.min(frac.len()));
+    Some(if keep == 0 {
+        int.to_string()
+    } else {
+        format!("{int}.{}", &frac[..keep])
+    })
 }
