@@ -317,6 +317,20 @@ fn records(case: &Case, v: &Value, status: u16) -> Result<Vec<usize>, String> {
             ensure!(hit, "record {i}: no entry {:?} at {:?}", x.error, x.path);
         }
     }
+    // D2: within a record, entries follow the document (checked where keys are unique).
+    for w in errors.windows(2) {
+        let record = &case.records[w[0].index];
+        if w[0].index == w[1].index && !record.has_duplicate_keys() {
+            let (a, b) = (position(record, &w[0].path), position(record, &w[1].path));
+            ensure!(
+                a <= b,
+                "record {}: {:?} before {:?}",
+                w[0].index,
+                w[0],
+                w[1]
+            );
+        }
+    }
     for e in &errors {
         if let Some(found) = e.error.strip_prefix("instance type (") {
             let record = &case.records[e.index];
@@ -383,4 +397,34 @@ fn lookup<'a>(record: &'a J, pointer: &str) -> Option<&'a J> {
             _ => None,
         }
     })
+}
+
+/// Where a path falls in the record as written: the member or element position at each step,
+/// a missing member after the present ones, and an object or array after its contents.
+fn position(record: &J, pointer: &str) -> Vec<usize> {
+    let mut out = vec![];
+    let mut at = Some(record);
+    let segs = pointer
+        .split('/')
+        .skip(1)
+        .map(|s| s.replace("~1", "/").replace("~0", "~"));
+    for seg in segs {
+        let (pos, next) = match at {
+            Some(J::Obj(m)) => match m.iter().position(|(k, _)| *k == seg) {
+                Some(p) => (p, Some(&m[p].1)),
+                None => (m.len(), None),
+            },
+            Some(J::Arr(items)) => match seg.parse::<usize>() {
+                Ok(i) => (i, items.get(i)),
+                Err(_) => (usize::MAX, None),
+            },
+            _ => (usize::MAX, None),
+        };
+        out.push(pos);
+        at = next;
+    }
+    if matches!(at, Some(J::Obj(_) | J::Arr(_))) {
+        out.push(usize::MAX);
+    }
+    out
 }
