@@ -196,3 +196,48 @@ pub fn envelope(records: Vec<J>) -> J {
     let obj = |k: &str, v: J| J::Obj(vec![(k.to_string(), v)]);
     obj("objects", obj("object", obj("record", J::Arr(records))))
 }
+
+/// The value at a JSON Pointer inside a record.
+pub fn lookup<'a>(record: &'a J, pointer: &str) -> Option<&'a J> {
+    if pointer.is_empty() {
+        return Some(record);
+    }
+    pointer[1..].split('/').try_fold(record, |v, seg| {
+        let seg = seg.replace("~1", "/").replace("~0", "~");
+        match v {
+            J::Obj(_) => v.get(&seg),
+            J::Arr(items) => seg.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => None,
+        }
+    })
+}
+
+/// Where a path falls in the record as written: the member or element position at each step,
+/// a missing member after the present ones, and an object or array after its contents.
+pub fn position(record: &J, pointer: &str) -> Vec<usize> {
+    let mut out = vec![];
+    let mut at = Some(record);
+    let segs = pointer
+        .split('/')
+        .skip(1)
+        .map(|s| s.replace("~1", "/").replace("~0", "~"));
+    for seg in segs {
+        let (pos, next) = match at {
+            Some(J::Obj(m)) => match m.iter().position(|(k, _)| *k == seg) {
+                Some(p) => (p, Some(&m[p].1)),
+                None => (m.len(), None),
+            },
+            Some(J::Arr(items)) => match seg.parse::<usize>() {
+                Ok(i) => (i, items.get(i)),
+                Err(_) => (usize::MAX, None),
+            },
+            _ => (usize::MAX, None),
+        };
+        out.push(pos);
+        at = next;
+    }
+    if matches!(at, Some(J::Obj(_) | J::Arr(_))) {
+        out.push(usize::MAX);
+    }
+    out
+}

@@ -1,7 +1,7 @@
 //! What every answer must satisfy (D1-D5, D15-D16, D23-D25), given the case that was sent.
 
 use super::case::{Body, Case, MAX_RECORDS};
-use super::json::J;
+use super::json::{J, lookup, position};
 use crate::common::Reply;
 use ap_intake::interfaces::Mode;
 use regex::Regex;
@@ -382,49 +382,4 @@ fn records(case: &Case, v: &Value, status: u16) -> Result<Vec<usize>, String> {
         "want {want_status} {word} {want_message:?}: {status} {v}"
     );
     Ok((0..n).filter(|i| !case.invalid[*i]).collect())
-}
-
-/// The value at a JSON Pointer inside a record.
-fn lookup<'a>(record: &'a J, pointer: &str) -> Option<&'a J> {
-    if pointer.is_empty() {
-        return Some(record);
-    }
-    pointer[1..].split('/').try_fold(record, |v, seg| {
-        let seg = seg.replace("~1", "/").replace("~0", "~");
-        match v {
-            J::Obj(_) => v.get(&seg),
-            J::Arr(items) => seg.parse::<usize>().ok().and_then(|i| items.get(i)),
-            _ => None,
-        }
-    })
-}
-
-/// Where a path falls in the record as written: the member or element position at each step,
-/// a missing member after the present ones, and an object or array after its contents.
-fn position(record: &J, pointer: &str) -> Vec<usize> {
-    let mut out = vec![];
-    let mut at = Some(record);
-    let segs = pointer
-        .split('/')
-        .skip(1)
-        .map(|s| s.replace("~1", "/").replace("~0", "~"));
-    for seg in segs {
-        let (pos, next) = match at {
-            Some(J::Obj(m)) => match m.iter().position(|(k, _)| *k == seg) {
-                Some(p) => (p, Some(&m[p].1)),
-                None => (m.len(), None),
-            },
-            Some(J::Arr(items)) => match seg.parse::<usize>() {
-                Ok(i) => (i, items.get(i)),
-                Err(_) => (usize::MAX, None),
-            },
-            _ => (usize::MAX, None),
-        };
-        out.push(pos);
-        at = next;
-    }
-    if matches!(at, Some(J::Obj(_) | J::Arr(_))) {
-        out.push(usize::MAX);
-    }
-    out
 }
