@@ -12,7 +12,7 @@ use hyper_util::server::conn::auto;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
@@ -126,13 +126,24 @@ async fn serve_io<IO, S>(
     let activity = Activity::new(started);
     let service = tracked(service, peer, Arc::clone(&activity));
     let builder = builder(settings);
-    let conn = builder.serve_connection(TokioIo::new(Prefixed { head, pos: 0, io }), service);
+    let home = Arc::new(Mutex::new(None));
+    let io = Prefixed::new(head, io, Arc::clone(&home));
+    let conn = builder.serve_connection(TokioIo::new(io), service);
     let idle = h2.then(|| (activity.as_ref(), settings.header_timeout));
     let shut_down = |c: Pin<&mut _>| auto::Connection::graceful_shutdown(c);
     if let Err(e) = drive(conn, shut_down, stop, idle, started).await {
         tracing::debug!(%peer, error = %e, "connection ended with an error");
     }
+    // hyper is done with the stream and has sent its last answer: with a body still on its
+    // way, closing now would reset the connection and the client could lose that answer.
+    let returned = home.lock().ok().and_then(|mut h| h.take());
+    if let (true, Some(mut io)) = (activity.lingers(), returned) {
+        early::linger(&mut io).await;
+    }
 }
+
+/// `Connection: close`, as the routes write it.
+const CLOSE: http::HeaderValue = http::HeaderValue::from_static("close");
 
 /// hyper's settings for one connection (D26).
 fn builder(settings: &ConnSettings) -> auto::Builder<TokioExecutor> {
@@ -187,8 +198,13 @@ fn tracked<S: Routes>(
         req.extensions_mut().insert(info);
         let busy = activity.begin();
         let call = service.call(req);
+        let activity = Arc::clone(&activity);
         async move {
             let response = call.await?;
+            // The routes say close only when the body was left unread (D26).
+            if response.headers().get(http::header::CONNECTION) == Some(&CLOSE) {
+                activity.close_after_body();
+            }
             Ok(response.map(|body| Tracked::new(body, busy)))
         }
     })
@@ -255,10 +271,45 @@ async fn read_head<IO: AsyncRead + Unpin>(io: &mut IO) -> io::Result<Vec<u8>> {
 }
 
 /// A stream whose first bytes were already read: hyper reads them again, then the stream.
+/// When hyper drops it, the stream goes back `home` instead of closing, so the connection can
+/// linger after an early answer.
 struct Prefixed<IO> {
     head: Vec<u8>,
     pos: usize,
-    io: IO,
+    io: Option<IO>,
+    home: Home<IO>,
+}
+
+/// Where a stream goes when hyper is done with it.
+type Home<IO> = Arc<Mutex<Option<IO>>>;
+
+impl<IO> Prefixed<IO> {
+    fn new(head: Vec<u8>, io: IO, home: Home<IO>) -> Self {
+        Self {
+            head,
+            pos: 0,
+            io: Some(io),
+            home,
+        }
+    }
+
+    fn io(&mut self) -> io::Result<Pin<&mut IO>>
+    where
+        IO: Unpin,
+    {
+        match self.io.as_mut() {
+            Some(io) => Ok(Pin::new(io)),
+            None => Err(io::ErrorKind::NotConnected.into()),
+        }
+    }
+}
+
+impl<IO> Drop for Prefixed<IO> {
+    fn drop(&mut self) {
+        if let (Some(io), Ok(mut home)) = (self.io.take(), self.home.lock()) {
+            *home = Some(io);
+        }
+    }
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Prefixed<IO> {
@@ -278,7 +329,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Prefixed<IO> {
             }
             return Poll::Ready(Ok(()));
         }
-        Pin::new(&mut this.io).poll_read(cx, buf)
+        this.io()?.poll_read(cx, buf)
     }
 }
 
@@ -288,15 +339,15 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Prefixed<IO> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+        self.get_mut().io()?.poll_write(cx, buf)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+        self.get_mut().io()?.poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+        self.get_mut().io()?.poll_shutdown(cx)
     }
 
     fn poll_write_vectored(
@@ -304,10 +355,10 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Prefixed<IO> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+        self.get_mut().io()?.poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
+        self.io.as_ref().is_some_and(IO::is_write_vectored)
     }
 }

@@ -13,11 +13,14 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
 /// After a refusal the client may still be sending its body; reading and dropping it for a
-/// while lets the connection close cleanly instead of being reset (which can make the client
-/// lose the answer).
-const LINGER_TIME: Duration = Duration::from_secs(1);
-/// The most bytes dropped so.
-const LINGER_BYTES: usize = 256 * 1024;
+/// while lets the connection close cleanly instead of being reset, which makes a client that
+/// sends its whole body before reading lose the answer (D26). As nginx's lingering close:
+/// at most this long in all ...
+const LINGER_TIME: Duration = Duration::from_secs(5);
+/// ... at most this long without a byte ...
+const LINGER_GAP: Duration = Duration::from_secs(1);
+/// ... and at most this many bytes.
+const LINGER_BYTES: usize = 64 << 20;
 
 /// 408: the first request's head did not arrive within `timeout`.
 pub async fn header_timeout<IO>(io: &mut IO, peer: SocketAddr, timeout: Duration, app: &App)
@@ -125,15 +128,16 @@ where
     let _ = io.shutdown().await;
 }
 
-/// Reads and drops what the client still sends, up to [`LINGER_BYTES`] or [`LINGER_TIME`].
-async fn linger<IO: AsyncRead + Unpin>(io: &mut IO) {
+/// Reads and drops what the client still sends after the answer, until it closes, pauses for
+/// [`LINGER_GAP`], or [`LINGER_TIME`] or [`LINGER_BYTES`] are reached.
+pub async fn linger<IO: AsyncRead + Unpin>(io: &mut IO) {
     let drop_input = async {
-        let mut chunk = [0u8; 8192];
+        let mut chunk = vec![0u8; 64 * 1024];
         let mut seen = 0;
         while seen < LINGER_BYTES {
-            match io.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => seen += n,
+            match tokio::time::timeout(LINGER_GAP, io.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => seen += n,
+                _ => return,
             }
         }
     };

@@ -20,6 +20,8 @@ pub struct Activity {
 struct State {
     in_flight: usize,
     idle_since: Instant,
+    /// An answer said `Connection: close` with the request's body unread (D26).
+    linger: bool,
 }
 
 impl Activity {
@@ -29,6 +31,7 @@ impl Activity {
             state: Mutex::new(State {
                 in_flight: 0,
                 idle_since: since,
+                linger: false,
             }),
         })
     }
@@ -41,6 +44,17 @@ impl Activity {
     pub fn begin(self: &Arc<Self>) -> Busy {
         self.state().in_flight += 1;
         Busy(Arc::clone(self))
+    }
+
+    /// An answer closes the connection before the client has sent all of its body: the
+    /// connection lingers once hyper is done with it (D26).
+    pub fn close_after_body(&self) {
+        self.state().linger = true;
+    }
+
+    /// Whether the connection should linger before it closes.
+    pub fn lingers(&self) -> bool {
+        self.state().linger
     }
 
     /// When the connection became idle, or `None` while a request is in flight.
