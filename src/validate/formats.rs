@@ -95,9 +95,13 @@ fn calendar_date(v: &Value) -> Check {
     Ok(())
 }
 
-/// An IBAN with a valid mod-97 checksum (D13), in electronic or print format.
+/// An IBAN with a valid mod-97 checksum (D13), in electronic or print format. Empty is an
+/// optional string left empty (D8); the bank account then needs an account number.
 fn iban(v: &Value) -> Check {
     let Value::String(s) = v else { return Ok(()) };
+    if s.is_empty() {
+        return Ok(());
+    }
     if s.parse::<iban::Iban>().is_err() {
         return Err(format!("string {} is not a valid IBAN", render_str(s)).into());
     }
@@ -105,9 +109,12 @@ fn iban(v: &Value) -> Check {
 }
 
 /// A BIC: 4 letters (bank), 2 letters (country), 2 letters or digits (location), optionally 3
-/// letters or digits (branch) (D13).
+/// letters or digits (branch) (D13). Empty is an optional string left empty (D8).
 fn bic(v: &Value) -> Check {
     let Value::String(s) = v else { return Ok(()) };
+    if s.is_empty() {
+        return Ok(());
+    }
     let b = s.as_bytes();
     let alnum = |r: &[u8]| {
         r.iter()
@@ -200,6 +207,9 @@ mod tests {
         assert!(bic(&json!("DEUTDEFF500")).is_ok());
         assert!(bic(&json!("DEUTDEF")).is_err());
         assert!(bic(&json!("deutdeff")).is_err());
+        // D8: optional strings may be empty.
+        assert!(iban(&json!("")).is_ok());
+        assert!(bic(&json!("")).is_ok());
     }
 
     #[test]
