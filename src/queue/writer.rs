@@ -6,17 +6,28 @@
 //! every request that is waiting, stores all their records in one [`Store::upsert`] and passes
 //! them on to the [`GroupCommit`] thread, which answers them once the records are durable.
 //! While one transaction runs, the requests that arrive gather for the next, so a busy server
-//! runs few, large transactions and an idle one runs each request at once.
+//! runs few, large transactions and an idle one runs each request at once. A large request is
+//! written in chunks, and small requests go ahead of the chunks (never ahead of a record with
+//! the same key), so no one waits long behind someone else's batch (D27).
 
 use super::batch::{BatchThread, Serve};
 use super::commit::{GroupCommit, Reply};
 use super::{NewRecord, Store, StoreError, now_ms};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::oneshot;
 
-/// One transaction takes at most this many records; more wait for the next.
-const MAX_RECORDS_PER_TRANSACTION: usize = 5_000;
+/// One transaction takes at most this many records in arrival order, and a request's records
+/// are split into chunks of this size: a large batch (10,000 records) never holds the queue
+/// for one long transaction, and a request arriving meanwhile waits tens of milliseconds at
+/// most (D27). Batching pays off long before this size.
+const MAX_RECORDS_PER_TRANSACTION: usize = 250;
+const CHUNK_RECORDS: usize = MAX_RECORDS_PER_TRANSACTION;
+
+/// A job of at most this many records may join a transaction ahead of larger jobs that
+/// arrived before it, when it shares no key with them (per-key order, D16/D18).
+const SMALL_JOB_RECORDS: usize = 100;
 
 struct Job {
     records: Vec<NewRecord>,
@@ -27,6 +38,8 @@ struct QueueWriter {
     store: Arc<dyn Store>,
     commit: GroupCommit,
     transactions: Arc<AtomicU64>,
+    /// Transactions of small jobs only, in a row.
+    small_rounds: u32,
 }
 
 /// The writing thread and the requests that wait for it.
@@ -44,6 +57,7 @@ impl Writer {
             store,
             commit,
             transactions: Arc::clone(&transactions),
+            small_rounds: 0,
         };
         Ok(Self {
             thread: BatchThread::start("queue-write", writer)?,
@@ -52,16 +66,27 @@ impl Writer {
     }
 
     /// Stores `records` (later records of a key win, D16) and waits until they are durable.
-    pub async fn store(&self, records: Vec<NewRecord>) -> Result<(), StoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.thread
-            .push(Job { records, reply })
-            .map_err(|_| StoreError::Unavailable("shutting down".into()))?;
-        match answer.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(StoreError::Unavailable(e)),
-            Err(_) => Err(StoreError::Unavailable("queue writer stopped".into())),
+    /// A large request is written in chunks of [`CHUNK_RECORDS`], in order; when one fails
+    /// the request fails (503), though earlier chunks may be stored: a resend replaces them.
+    pub async fn store(&self, mut records: Vec<NewRecord>) -> Result<(), StoreError> {
+        let mut answers = Vec::with_capacity(records.len().div_ceil(CHUNK_RECORDS));
+        while !records.is_empty() {
+            let rest = records.split_off(records.len().min(CHUNK_RECORDS));
+            let (reply, answer) = oneshot::channel();
+            self.thread
+                .push(Job { records, reply })
+                .map_err(|_| StoreError::Unavailable("shutting down".into()))?;
+            answers.push(answer);
+            records = rest;
         }
+        for answer in answers {
+            match answer.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(StoreError::Unavailable(e)),
+                Err(_) => return Err(StoreError::Unavailable("queue writer stopped".into())),
+            }
+        }
+        Ok(())
     }
 
     /// Transactions run so far: far fewer than requests when they share them.
@@ -76,9 +101,23 @@ impl Writer {
     }
 }
 
+/// Transactions of small jobs in a row before the oldest large job is served again: small
+/// requests pass the chunks of a large one, which still progresses.
+const SMALL_ROUNDS: u32 = 4;
+
 impl Serve<Job> for QueueWriter {
+    /// Small jobs first, when they can go without reordering a key, so a client's single
+    /// record does not wait for the chunks of someone else's 10,000 (D27); else the oldest.
     fn take(&mut self, waiting: &mut Vec<Job>) -> Vec<Job> {
-        take_some(waiting)
+        if self.small_rounds < SMALL_ROUNDS {
+            let small = take_small(waiting);
+            if !small.is_empty() {
+                self.small_rounds += 1;
+                return small;
+            }
+        }
+        self.small_rounds = 0;
+        take_oldest(waiting)
     }
 
     fn serve(&mut self, jobs: Vec<Job>) {
@@ -87,7 +126,7 @@ impl Serve<Job> for QueueWriter {
 }
 
 /// The oldest waiting jobs, up to [`MAX_RECORDS_PER_TRANSACTION`] records (at least one job).
-fn take_some(waiting: &mut Vec<Job>) -> Vec<Job> {
+fn take_oldest(waiting: &mut Vec<Job>) -> Vec<Job> {
     let mut records = 0;
     let n = waiting
         .iter()
@@ -99,6 +138,27 @@ fn take_some(waiting: &mut Vec<Job>) -> Vec<Job> {
         .max(1)
         .min(waiting.len());
     waiting.drain(..n).collect()
+}
+
+/// The small waiting jobs that share no key with the larger jobs ahead of them, in arrival
+/// order: they may be written before those without changing any key's order (D16, D18).
+fn take_small(waiting: &mut Vec<Job>) -> Vec<Job> {
+    let mut passed: HashSet<&[u8]> = HashSet::new();
+    let mut small = Vec::new();
+    for (i, job) in waiting.iter().enumerate() {
+        let free = job
+            .records
+            .iter()
+            .all(|r| !passed.contains(r.key.as_bytes()));
+        if job.records.len() <= SMALL_JOB_RECORDS && free {
+            small.push(i);
+        } else {
+            passed.extend(job.records.iter().map(|r| r.key.as_bytes()));
+        }
+    }
+    let mut taken: Vec<Job> = small.into_iter().rev().map(|i| waiting.remove(i)).collect();
+    taken.reverse(); // in arrival order: upserts apply later records last (D16)
+    taken
 }
 
 impl QueueWriter {
@@ -150,17 +210,63 @@ mod tests {
     }
 
     #[test]
-    fn a_transaction_takes_the_oldest_jobs_up_to_the_record_cap() {
+    fn the_oldest_jobs_go_up_to_the_record_cap() {
         let mut waiting: Vec<Job> = (0..3).map(|i| job(&i.to_string()).0).collect();
         waiting[0].records = (0..MAX_RECORDS_PER_TRANSACTION - 1)
             .map(|_| waiting[1].records[0].clone())
             .collect();
-        assert_eq!(take_some(&mut waiting).len(), 2);
+        assert_eq!(take_oldest(&mut waiting).len(), 2);
         assert_eq!(waiting.len(), 1);
         // A job over the cap on its own still goes.
         waiting[0].records = vec![waiting[0].records[0].clone(); MAX_RECORDS_PER_TRANSACTION + 1];
-        assert_eq!(take_some(&mut waiting).len(), 1);
+        assert_eq!(take_oldest(&mut waiting).len(), 1);
         assert!(waiting.is_empty());
+    }
+
+    fn keys(jobs: &[Job]) -> Vec<String> {
+        jobs.iter().map(|j| j.records[0].key.to_string()).collect()
+    }
+
+    fn big(code: &str) -> Job {
+        let mut j = job(code).0;
+        j.records = vec![j.records[0].clone(); MAX_RECORDS_PER_TRANSACTION];
+        j
+    }
+
+    #[test]
+    fn small_jobs_go_ahead_of_large_ones_unless_they_share_a_key() {
+        // Two chunks of a large request, a small job with another key, a small job resending
+        // a key of the second chunk, one more small job.
+        let mut waiting = vec![big("L1"), big("L2"), job("S").0, job("L2").0, job("T").0];
+        let small = take_small(&mut waiting);
+        assert_eq!(keys(&small), ["gl-code:main/S", "gl-code:main/T"]);
+        // The resend of L2 stays behind L2's chunk: per key, in order.
+        assert_eq!(
+            keys(&waiting),
+            ["gl-code:main/L1", "gl-code:main/L2", "gl-code:main/L2"]
+        );
+    }
+
+    #[test]
+    fn large_jobs_still_progress_while_small_ones_keep_coming() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path()).unwrap());
+        let commit = GroupCommit::start(Arc::clone(&store)).unwrap();
+        let mut writer = QueueWriter {
+            store,
+            commit: commit.clone(),
+            transactions: Arc::default(),
+            small_rounds: 0,
+        };
+        let mut waiting = vec![big("L1")];
+        let mut rounds = 0;
+        while waiting.iter().any(|j| j.records.len() > 1) {
+            waiting.push(job(&format!("S{rounds}")).0);
+            writer.take(&mut waiting);
+            rounds += 1;
+        }
+        assert_eq!(rounds, SMALL_ROUNDS + 1);
+        commit.stop();
     }
 
     #[test]
@@ -186,6 +292,7 @@ mod tests {
             store: Arc::clone(&store),
             commit: commit.clone(),
             transactions: Arc::default(),
+            small_rounds: 0,
         };
         let (a, a_answer) = job("A");
         let (bad, bad_answer) = job("BAD");
