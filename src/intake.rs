@@ -7,8 +7,8 @@ use crate::interfaces::{Interface, KeyPart, Mode};
 use crate::queue::{NewRecord, QueueKey, StoreError, Writer};
 use crate::shape::Shape;
 use crate::validate::Validator;
+use crate::validate::cost;
 use crate::validate::envelope::{self, StructureError};
-use crate::validate::json;
 use crate::validate::messages::{Step, Violation, sort_in_document_order};
 use crate::xml;
 use serde::Serialize;
@@ -91,7 +91,7 @@ pub enum IntakeError {
 /// bodies go to the blocking pool so they never hold up other connections (D27).
 const INLINE_BODY_BYTES: usize = 16 * 1024;
 
-/// ... and whose estimated peak (`validate::json::Cost::peak`) is at most this: ten ordinary
+/// ... and whose estimated peak (`validate::cost::Cost::peak`) is at most this: ten ordinary
 /// records, not 16 KiB of rows that each miss every required field.
 const INLINE_PEAK_BYTES: usize = 512 * 1024;
 
@@ -172,10 +172,10 @@ impl Intake {
     ) -> Result<Outcome, IntakeError> {
         let small = body.len() <= INLINE_BODY_BYTES;
         let cost = if small {
-            json::cost(&body)
+            cost::cost(&body)
         } else {
             let body = body.clone();
-            self.off_the_workers(move |_| json::cost(&body)).await?
+            self.off_the_workers(move |_| cost::cost(&body)).await?
         };
         // A small body whose records could each break thousands of rules (16 KiB of empty
         // rows) still goes to the pool: the estimate says how much work it may be.

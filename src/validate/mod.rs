@@ -2,6 +2,7 @@
 //! Schema cannot say checked in code ([`formats`]) and the exact messages of the decisions
 //! table ([`messages`]).
 
+pub mod cost;
 pub mod envelope;
 pub mod formats;
 pub mod json;

@@ -8,7 +8,7 @@ use ap_intake::delivery::Waker;
 use ap_intake::intake::{Intake, Limits};
 use ap_intake::interfaces::{self, Interface};
 use ap_intake::queue::{GroupCommit, SledStore, Store, Writer};
-use ap_intake::validate::{Validator, json};
+use ap_intake::validate::{Validator, cost};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -150,7 +150,7 @@ fn checking_a_body_stays_within_its_estimated_cost() {
     let mut over = Vec::new();
     for (shape, path, body) in worst_shapes(512 << 10) {
         let iface: &Interface = interfaces::by_path(path).unwrap();
-        let cost = json::cost(body.as_bytes());
+        let cost = cost::cost(body.as_bytes());
         let estimate = cost.peak(body.len()) - body.len();
         let (result, peak) = meter::peak_during(|| {
             intake
