@@ -5,8 +5,9 @@
 use crate::records::Records;
 use crate::report::Run;
 use crate::service::KEY;
+use ap_intake::budget::{Budget, Charge};
 use ap_intake::delivery::Waker;
-use ap_intake::intake::Intake;
+use ap_intake::intake::{Intake, Limits};
 use ap_intake::interfaces::Interface;
 use ap_intake::queue::{GroupCommit, SledStore, Store, Writer};
 use ap_intake::validate::Validator;
