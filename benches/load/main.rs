@@ -4,6 +4,8 @@
 //! cargo bench --bench load -- intake [--interface PATH] [--records N] [--concurrency C] [--duration S]
 //! cargo bench --bench load -- delivery [--records N] [--batch-size B]
 //! cargo bench --bench load -- scale [--records N]
+//! cargo bench --bench load -- memory [--concurrency C] [--body-mib M] [--rounds R] [--timeline]
+//! cargo bench --bench load -- hostile [--requests N]
 //! ```
 //!
 //! `intake` starts the release binary on a loopback port, drives it from C keep-alive clients
@@ -13,6 +15,7 @@
 
 mod delivery;
 mod intake;
+mod memory;
 mod records;
 mod report;
 mod scale;
@@ -68,6 +71,27 @@ enum What {
     Scale {
         #[arg(long, default_value_t = 1_000_000)]
         records: usize,
+    },
+    /// Peak resident memory under concurrent bodies of the worst shapes (D27).
+    Memory {
+        /// Bodies sent at once in each batch.
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        /// Size of each body in MiB (at most; the default is the default `max_body_bytes`).
+        #[arg(long, default_value_t = 32)]
+        body_mib: usize,
+        /// Times every shape (and the mixed batch) is sent.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
+        /// Also print resident memory every 250 ms of each batch.
+        #[arg(long)]
+        timeline: bool,
+    },
+    /// Latency of small requests carrying exponent bombs beside ordinary ones (D23).
+    Hostile {
+        /// Requests of each kind.
+        #[arg(long, default_value_t = 2000)]
+        requests: usize,
     },
 }
 
@@ -143,6 +167,27 @@ fn main() {
             println!("delivery: {rate:.0} records/s");
         }
         What::Scale { records } => scale::run(dir.path(), records),
+        What::Memory {
+            concurrency,
+            body_mib,
+            rounds,
+            timeline,
+        } => {
+            let args = memory::MemoryArgs {
+                concurrency,
+                body_mib,
+                rounds,
+                timeline,
+            };
+            if !memory::memory(&runtime, dir.path(), &args) {
+                std::process::exit(1);
+            }
+        }
+        What::Hostile { requests } => {
+            if !memory::hostile(&runtime, dir.path(), requests) {
+                std::process::exit(1);
+            }
+        }
     }
 }
 
