@@ -152,3 +152,59 @@ pub fn post(addr: SocketAddr, path: &str, body: &str, key: Option<&str>) -> supe
         },
     }
 }
+
+impl Service {
+    /// The admin listener's address (`/healthz`), from the service's log line
+    /// `admin listener: ... admin=ADDR` (logged at info, before it listens).
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        let stderr = self.stderr();
+        let line = stderr.lines().find(|l| l.contains("admin listener"))?;
+        let rest = line.split("admin=").nth(1)?;
+        rest.split([' ', '"', ',']).next()?.parse().ok()
+    }
+
+    /// A memory field of the service's `/proc/<pid>/status` (`VmRSS`, `VmHWM`) in bytes.
+    pub fn memory(&self, field: &str) -> u64 {
+        proc_status_bytes(self.child.id(), field)
+    }
+
+    /// Sets the service's peak resident memory (VmHWM) back to its current resident memory
+    /// (`/proc/<pid>/clear_refs`, Linux 4.0 and later).
+    pub fn reset_peak_memory(&self) {
+        std::fs::write(format!("/proc/{}/clear_refs", self.child.id()), "5")
+            .expect("write /proc/<pid>/clear_refs");
+    }
+
+    /// Whether the process is still running (not exited, not killed).
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+/// A memory field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, ...) in bytes; 0 if absent.
+pub fn proc_status_bytes(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// GETs `http://ADDR/path`: the status (0 when the connection failed) and how long it took.
+pub fn get(addr: SocketAddr, path: &str) -> (u16, Duration) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into();
+    let started = Instant::now();
+    let status = match agent.get(&format!("http://{addr}{path}")).call() {
+        Ok(mut r) => {
+            let _ = r.body_mut().read_to_string();
+            r.status().as_u16()
+        }
+        Err(_) => 0,
+    };
+    (status, started.elapsed())
+}

@@ -12,6 +12,7 @@ mod encoding;
 mod fuzz;
 mod meter;
 mod numbers;
+mod pressure;
 
 #[global_allocator]
 static METER: meter::Meter = meter::Meter;
