@@ -1,10 +1,16 @@
 //! The in-flight memory budget (D27): bodies being received or parsed, and the trees and
 //! reports their parsing builds, are charged against `[limits] inflight_bytes` before the
-//! memory is taken. A request that would pass the budget waits for room until its deadline,
-//! then is refused (503); one that could never fit is refused at once (413).
+//! memory is taken.
+//!
+//! A request waits for room only once, when it is admitted, before it holds anything: it
+//! reserves what a body of its declared length ordinarily takes. Later growth (a body larger
+//! than ordinary to parse, a gzip body inflating, a body without a declared length) is taken
+//! only if it is free at once, else the request is refused (503). Waiting while holding part of
+//! the budget would let sixteen half-received bodies hold it all, each waiting for the others.
+//! A request that alone needs more than the budget is refused at once (413).
 //!
 //! A sixteenth of the budget is kept for small requests (at most [`SMALL_REQUEST_BYTES`] in
-//! all), so that a few large bodies waiting for room never hold up a client's single record.
+//! all), so that large bodies waiting for room never hold up a client's single record.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,10 +23,13 @@ pub const SMALL_REQUEST_BYTES: usize = 64 * 1024;
 /// Permits count kibibytes, so that one charge of any size fits tokio's `u32` permits.
 const UNIT: usize = 1024;
 
+/// How long a refused request should wait before retrying (Retry-After).
+pub const RETRY_AFTER: Duration = Duration::from_secs(2);
+
 /// Why a charge was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BudgetError {
-    /// The budget stayed full until the request's deadline (503, retry later).
+    /// No room until the request's deadline, or none at once for its growth (503, retry).
     #[error(
         "the service is processing as many request bodies as its memory allows; nothing was \
          queued, retry later"
@@ -48,20 +57,24 @@ pub struct Budget {
     total_bytes: usize,
 }
 
-/// What one request holds; released when dropped.
+/// What one request holds; given back when dropped.
 #[derive(Debug, Default)]
 pub struct Charge {
-    bytes: usize,
-    /// Whether the request had to wait for room at least once.
-    waited: bool,
     main: Option<OwnedSemaphorePermit>,
     reserve: Option<OwnedSemaphorePermit>,
+    /// Whether the request had to wait to be admitted.
+    waited: bool,
 }
 
 impl Charge {
-    /// Bytes charged so far.
+    fn units(&self) -> usize {
+        self.main.as_ref().map_or(0, |p| p.num_permits())
+            + self.reserve.as_ref().map_or(0, |p| p.num_permits())
+    }
+
+    /// Bytes held.
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.units() * UNIT
     }
 
     /// Whether the request was held back waiting for room: its body then arrived late by the
@@ -69,17 +82,22 @@ impl Charge {
     pub fn waited(&self) -> bool {
         self.waited
     }
+
+    fn add(&mut self, from_main: bool, permit: OwnedSemaphorePermit) {
+        let slot = if from_main {
+            &mut self.main
+        } else {
+            &mut self.reserve
+        };
+        match slot {
+            Some(held) => held.merge(permit),
+            None => *slot = Some(permit),
+        }
+    }
 }
 
 fn units(bytes: usize) -> usize {
     bytes.div_ceil(UNIT)
-}
-
-fn merge(slot: &mut Option<OwnedSemaphorePermit>, permit: OwnedSemaphorePermit) {
-    match slot {
-        Some(held) => held.merge(permit),
-        None => *slot = Some(permit),
-    }
 }
 
 impl Budget {
@@ -106,55 +124,85 @@ impl Budget {
         self.total_bytes
     }
 
-    /// Adds `bytes` to `charge`, waiting for room until `deadline`.
-    pub async fn charge(
-        &self,
-        charge: &mut Charge,
-        bytes: usize,
-        deadline: Instant,
-    ) -> Result<(), BudgetError> {
-        let need = units(charge.bytes + bytes) - units(charge.bytes);
-        if need == 0 {
-            charge.bytes += bytes;
+    fn too_large(&self, bytes: usize) -> BudgetError {
+        BudgetError::TooLarge {
+            needed_mib: bytes.div_ceil(1 << 20),
+            budget_mib: self.total_bytes >> 20,
+        }
+    }
+
+    /// Admits a request expected to take `bytes`, waiting in line for room until `deadline`.
+    /// An expectation beyond the budget is admitted with all of it: what the request really
+    /// needs is known once its body is parsed.
+    pub async fn admit(&self, bytes: usize, deadline: Instant) -> Result<Charge, BudgetError> {
+        let need = units(bytes).clamp(1, self.main_units);
+        let need32 = u32::try_from(need).map_err(|_| self.too_large(bytes))?;
+        let mut charge = Charge::default();
+        if let Ok(p) = Arc::clone(&self.main).try_acquire_many_owned(need32) {
+            charge.add(true, p);
+            return Ok(charge);
+        }
+        charge.waited = true;
+        let small = bytes <= SMALL_REQUEST_BYTES;
+        let sem = if small { &self.reserve } else { &self.main };
+        match tokio::time::timeout_at(deadline, Arc::clone(sem).acquire_many_owned(need32)).await {
+            Ok(Ok(p)) => {
+                charge.add(!small, p);
+                Ok(charge)
+            }
+            _ => Err(BudgetError::Busy),
+        }
+    }
+
+    /// Sets what `charge` holds to `bytes`: gives back the excess, or takes the difference if
+    /// it is free right now (never waits: see the module documentation).
+    pub fn resize(&self, charge: &mut Charge, bytes: usize) -> Result<(), BudgetError> {
+        let (want, held) = (units(bytes), charge.units());
+        if want < held {
+            self.give_back(charge, held - want);
             return Ok(());
         }
-        let held = charge.main.as_ref().map_or(0, |p| p.num_permits());
-        if held + need > self.main_units {
-            return Err(BudgetError::TooLarge {
-                needed_mib: (charge.bytes + bytes).div_ceil(1 << 20),
-                budget_mib: self.total_bytes >> 20,
-            });
+        let need = want - held;
+        if need == 0 {
+            return Ok(());
         }
-        let need32 = u32::try_from(need).map_err(|_| BudgetError::Busy)?;
+        let in_main = charge.main.as_ref().map_or(0, |p| p.num_permits());
+        if in_main + need > self.main_units && want > units(SMALL_REQUEST_BYTES) {
+            return Err(self.too_large(bytes));
+        }
+        let need32 = u32::try_from(need).map_err(|_| self.too_large(bytes))?;
         if let Ok(p) = Arc::clone(&self.main).try_acquire_many_owned(need32) {
-            merge(&mut charge.main, p);
-        } else if charge.bytes + bytes <= SMALL_REQUEST_BYTES {
-            charge.waited = true;
-            let p = acquire(&self.reserve, need32, deadline).await?;
-            merge(&mut charge.reserve, p);
-        } else {
-            charge.waited = true;
-            let p = acquire(&self.main, need32, deadline).await?;
-            merge(&mut charge.main, p);
+            charge.add(true, p);
+            return Ok(());
         }
-        charge.bytes += bytes;
-        Ok(())
+        if want <= units(SMALL_REQUEST_BYTES) {
+            if let Ok(p) = Arc::clone(&self.reserve).try_acquire_many_owned(need32) {
+                charge.add(false, p);
+                return Ok(());
+            }
+        }
+        Err(BudgetError::Busy)
+    }
+
+    /// Gives `n` units of `charge` back, from the reserve first.
+    fn give_back(&self, charge: &mut Charge, n: usize) {
+        let left = give_back_from(&mut charge.reserve, n);
+        give_back_from(&mut charge.main, left);
     }
 }
 
-async fn acquire(
-    sem: &Arc<Semaphore>,
-    n: u32,
-    deadline: Instant,
-) -> Result<OwnedSemaphorePermit, BudgetError> {
-    match tokio::time::timeout_at(deadline, Arc::clone(sem).acquire_many_owned(n)).await {
-        Ok(Ok(p)) => Ok(p),
-        _ => Err(BudgetError::Busy),
+/// Gives up to `n` units of `slot` back; returns how many are still to give.
+fn give_back_from(slot: &mut Option<OwnedSemaphorePermit>, n: usize) -> usize {
+    let Some(held) = slot.as_mut() else { return n };
+    let held_n = held.num_permits();
+    if n >= held_n {
+        *slot = None;
+        n - held_n
+    } else {
+        drop(held.split(n));
+        0
     }
 }
-
-/// How long a refused request should wait before retrying (Retry-After).
-pub const RETRY_AFTER: Duration = Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {
@@ -165,55 +213,66 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn charges_are_released_when_dropped() {
+    async fn charges_are_resized_and_given_back_when_dropped() {
         let b = Budget::new(16 << 20);
         let total = b.available_bytes();
-        let mut c = Charge::default();
-        b.charge(&mut c, 5 << 20, soon()).await.unwrap();
+        let mut c = b.admit(5 << 20, soon()).await.unwrap();
         assert_eq!(c.bytes(), 5 << 20);
         assert_eq!(b.available_bytes(), total - (5 << 20));
+        b.resize(&mut c, 2 << 20).unwrap();
+        assert_eq!(b.available_bytes(), total - (2 << 20));
+        b.resize(&mut c, 6 << 20).unwrap();
+        assert_eq!(c.bytes(), 6 << 20);
         drop(c);
         assert_eq!(b.available_bytes(), total);
     }
 
     #[tokio::test]
-    async fn a_full_budget_makes_large_requests_wait_then_refuses() {
+    async fn a_full_budget_makes_requests_wait_then_refuses_them() {
         let b = Budget::new(16 << 20);
-        let mut big = Charge::default();
-        b.charge(&mut big, 15 << 20, soon()).await.unwrap();
-        let mut other = Charge::default();
+        let _big = b.admit(15 << 20, soon()).await.unwrap();
         assert_eq!(
-            b.charge(&mut other, 2 << 20, soon()).await,
-            Err(BudgetError::Busy)
+            b.admit(2 << 20, soon()).await.unwrap_err(),
+            BudgetError::Busy
         );
         // Small requests still find room in the reserve.
-        let mut small = Charge::default();
-        b.charge(&mut small, 10_000, soon()).await.unwrap();
+        let small = b.admit(10_000, soon()).await.unwrap();
+        assert!(small.waited());
     }
 
     #[tokio::test]
-    async fn a_waiting_request_proceeds_when_room_is_made() {
+    async fn a_waiting_request_is_admitted_when_room_is_made() {
         let b = Arc::new(Budget::new(16 << 20));
-        let mut big = Charge::default();
-        b.charge(&mut big, 15 << 20, soon()).await.unwrap();
+        let big = b.admit(15 << 20, soon()).await.unwrap();
         let b2 = Arc::clone(&b);
         let waiter = tokio::spawn(async move {
-            let mut c = Charge::default();
             let deadline = Instant::now() + Duration::from_secs(5);
-            b2.charge(&mut c, 4 << 20, deadline)
-                .await
-                .map(|()| c.bytes())
+            b2.admit(4 << 20, deadline).await.map(|c| c.bytes())
         });
         tokio::task::yield_now().await;
         drop(big);
         assert_eq!(waiter.await.unwrap(), Ok(4 << 20));
     }
 
+    /// Growing never waits: a request holding part of the budget is refused rather than
+    /// waiting for others that may be waiting for it.
+    #[tokio::test]
+    async fn growth_is_taken_at_once_or_refused() {
+        let b = Budget::new(16 << 20);
+        let mut a = b.admit(8 << 20, soon()).await.unwrap();
+        let mut c = b.admit(7 << 20, soon()).await.unwrap();
+        assert_eq!(b.resize(&mut a, 9 << 20), Err(BudgetError::Busy));
+        assert_eq!(b.resize(&mut c, 9 << 20), Err(BudgetError::Busy));
+        drop(c);
+        b.resize(&mut a, 9 << 20).unwrap();
+    }
+
     #[tokio::test]
     async fn a_request_larger_than_the_budget_is_refused_at_once() {
         let b = Budget::new(16 << 20);
-        let mut c = Charge::default();
-        let e = b.charge(&mut c, 20 << 20, soon()).await.unwrap_err();
+        let mut c = b.admit(20 << 20, soon()).await.unwrap();
+        assert_eq!(c.bytes(), 15 << 20, "admitted with all of the main budget");
+        let e = b.resize(&mut c, 20 << 20).unwrap_err();
         assert!(
             matches!(
                 e,

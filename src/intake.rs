@@ -15,7 +15,6 @@ use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
-use tokio::time::Instant;
 
 /// At most this many error entries per response; a last one says how many were left out (D2).
 pub const MAX_ERROR_ENTRIES: usize = 1000;
@@ -160,15 +159,14 @@ impl Intake {
     }
 
     /// Validates and stores the records of `body`, then waits until they are durable.
-    /// `charge` holds what receiving the body cost; parsing it is charged on top before it
-    /// starts, waiting for room until `deadline` (D27).
+    /// `charge` holds what the request was admitted with; before parsing starts it is set to
+    /// what parsing is estimated to take, taken at once or refused (D27).
     pub async fn submit(
         self: &Arc<Self>,
         iface: &'static Interface,
         accounting_type: Option<String>,
         body: bytes::Bytes,
         charge: &mut Charge,
-        deadline: Instant,
     ) -> Result<Outcome, IntakeError> {
         let small = body.len() <= INLINE_BODY_BYTES;
         let cost = if small {
@@ -180,8 +178,7 @@ impl Intake {
         // A small body whose records could each break thousands of rules (16 KiB of empty
         // rows) still goes to the pool: the estimate says how much work it may be.
         let inline = small && cost.peak(body.len()) <= INLINE_PEAK_BYTES;
-        let extra = cost.charge(body.len()).saturating_sub(charge.bytes());
-        self.budget.charge(charge, extra, deadline).await?;
+        self.budget.resize(charge, cost.charge(body.len()))?;
         let (outcome, accepted) = if inline {
             self.check_records(iface, accounting_type.as_deref(), &body)?
         } else {

@@ -21,6 +21,8 @@ pub fn write_config(dir: &Path, data_dir: &Path, platform: Option<&str>) -> Path
 listen = "127.0.0.1:0"
 plain_http = true
 max_connections = 4096
+# Every load client connects from 127.0.0.1: the per-address cap (D26) must not be the limit.
+max_connections_per_ip = 4096
 [storage]
 data_dir = "{}"
 [limits]

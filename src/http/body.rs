@@ -23,8 +23,8 @@ pub enum Coding {
 const INFLATE_SLICE: usize = 1024;
 
 /// Reads the whole body by `deadline` (408 after it, D5). `limit` bounds the bytes as
-/// received and, for gzip, as decoded; waiting for room in the budget ends at the deadline
-/// too (503).
+/// received and, for gzip, as decoded. Bytes beyond what the request was admitted with are
+/// charged if free at once, else the request is refused (503, D27).
 pub async fn read(
     body: &mut (impl Stream<Item = Result<impl Buf, warp::Error>> + Unpin + Send),
     coding: Coding,
@@ -55,8 +55,9 @@ pub async fn read(
             let n = part.len();
             let before = sink.len();
             sink.write(part, limit)?;
-            let grown = sink.len().saturating_sub(before);
-            budget.charge(charge, grown, deadline).await?;
+            if sink.len() > before {
+                budget.resize(charge, charge.bytes().max(sink.len()))?;
+            }
             chunk.advance(n);
         }
     }

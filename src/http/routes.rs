@@ -5,8 +5,9 @@
 use super::body::{self, Coding};
 use super::reply::{self, ApiError};
 use super::{App, ConnInfo};
-use crate::budget::Charge;
+use crate::budget::SMALL_REQUEST_BYTES;
 use crate::interfaces::{self, Interface};
+use crate::validate::cost::ORDINARY_CHARGE_PER_BYTE;
 use bytes::Buf;
 use futures_util::{Stream, StreamExt};
 use http::{HeaderMap, HeaderValue, Method, header};
@@ -194,8 +195,15 @@ async fn accept(
     }
     let query = (!req.query.is_empty()).then_some(req.query);
     let accounting_type = app.intake.check_query(iface, query)?;
+    // Admission (D27): wait in line, holding nothing, for what a body of this length
+    // ordinarily takes once parsed; one without a declared length starts small.
     let deadline = req.started + app.body_timeout;
-    let mut charge = Charge::default();
+    let expected = declared_length(req.headers).map_or(SMALL_REQUEST_BYTES, |n| {
+        usize::try_from(n)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(ORDINARY_CHARGE_PER_BYTE)
+    });
+    let mut charge = app.budget.admit(expected, deadline).await?;
     *state = BodyState::Partial;
     let body = body::read(
         body,
@@ -208,12 +216,9 @@ async fn accept(
     )
     .await?;
     *state = BodyState::Complete;
-    // Parsing may wait for room in the budget up to the body timeout, counted from now when
-    // the body itself took most of it.
-    let deadline = deadline.max(Instant::now() + Duration::from_secs(1));
     Ok(app
         .intake
-        .submit(iface, accounting_type, body, &mut charge, deadline)
+        .submit(iface, accounting_type, body, &mut charge)
         .await?)
 }
 
