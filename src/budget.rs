@@ -2,12 +2,14 @@
 //! reports their parsing builds, are charged against `[limits] inflight_bytes` before the
 //! memory is taken.
 //!
-//! A request waits for room only once, when it is admitted, before it holds anything: it
-//! reserves what a body of its declared length ordinarily takes. Later growth (a body larger
-//! than ordinary to parse, a gzip body inflating, a body without a declared length) is taken
-//! only if it is free at once, else the request is refused (503). Waiting while holding part of
-//! the budget would let sixteen half-received bodies hold it all, each waiting for the others.
-//! A request that alone needs more than the budget is refused at once (413).
+//! A request waits for room when it is admitted, before it holds anything: it reserves what a
+//! body of its declared length ordinarily takes. Later growth (a body larger than ordinary to
+//! parse, a gzip body inflating, a body without a declared length) is taken at once when it is
+//! free; else one request at a time may wait for it, and any other is refused (503). Letting
+//! every request wait while holding part of the budget would let sixteen half-received bodies
+//! hold it all, each waiting for the others; with one waiter, everyone else either proceeds or
+//! gives up, and the waiter is served next. A request that alone needs more than the budget is
+//! refused at once (413).
 //!
 //! A sixteenth of the budget is kept for small requests (at most [`SMALL_REQUEST_BYTES`] in
 //! all), so that large bodies waiting for room never hold up a client's single record.
@@ -55,6 +57,8 @@ pub struct Budget {
     main_units: usize,
     reserve: Arc<Semaphore>,
     total_bytes: usize,
+    /// Held by the one request that may wait to grow while it holds part of the budget.
+    grower: tokio::sync::Mutex<()>,
 }
 
 /// What one request holds; given back when dropped.
@@ -111,6 +115,7 @@ impl Budget {
             main_units,
             reserve: Arc::new(Semaphore::new(reserve_units)),
             total_bytes: total_units * UNIT,
+            grower: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -145,18 +150,36 @@ impl Budget {
         charge.waited = true;
         let small = bytes <= SMALL_REQUEST_BYTES;
         let sem = if small { &self.reserve } else { &self.main };
-        match tokio::time::timeout_at(deadline, Arc::clone(sem).acquire_many_owned(need32)).await {
-            Ok(Ok(p)) => {
-                charge.add(!small, p);
-                Ok(charge)
-            }
-            _ => Err(BudgetError::Busy),
-        }
+        charge.add(!small, acquire(sem, need32, deadline).await?);
+        Ok(charge)
     }
 
-    /// Sets what `charge` holds to `bytes`: gives back the excess, or takes the difference if
-    /// it is free right now (never waits: see the module documentation).
-    pub fn resize(&self, charge: &mut Charge, bytes: usize) -> Result<(), BudgetError> {
+    /// Sets what `charge` holds to `bytes`: gives back the excess, or takes the difference,
+    /// waiting for it until `deadline` only when no other request is waiting to grow (see the
+    /// module documentation).
+    pub async fn resize(
+        &self,
+        charge: &mut Charge,
+        bytes: usize,
+        deadline: Instant,
+    ) -> Result<(), BudgetError> {
+        match self.grow_now(charge, bytes) {
+            Err(BudgetError::Busy) => {}
+            done => return done,
+        }
+        let Ok(_lane) = self.grower.try_lock() else {
+            return Err(BudgetError::Busy);
+        };
+        let need = units(bytes) - charge.units();
+        let need32 = u32::try_from(need).map_err(|_| self.too_large(bytes))?;
+        charge.waited = true;
+        let p = acquire(&self.main, need32, deadline).await?;
+        charge.add(true, p);
+        Ok(())
+    }
+
+    /// [`Self::resize`] without waiting: Busy when the difference is not free right now.
+    fn grow_now(&self, charge: &mut Charge, bytes: usize) -> Result<(), BudgetError> {
         let (want, held) = (units(bytes), charge.units());
         if want < held {
             self.give_back(charge, held - want);
@@ -191,6 +214,18 @@ impl Budget {
     }
 }
 
+/// `n` permits of `sem`, waiting in line until `deadline`.
+async fn acquire(
+    sem: &Arc<Semaphore>,
+    n: u32,
+    deadline: Instant,
+) -> Result<OwnedSemaphorePermit, BudgetError> {
+    match tokio::time::timeout_at(deadline, Arc::clone(sem).acquire_many_owned(n)).await {
+        Ok(Ok(p)) => Ok(p),
+        _ => Err(BudgetError::Busy),
+    }
+}
+
 /// Gives up to `n` units of `slot` back; returns how many are still to give.
 fn give_back_from(slot: &mut Option<OwnedSemaphorePermit>, n: usize) -> usize {
     let Some(held) = slot.as_mut() else { return n };
@@ -219,9 +254,9 @@ mod tests {
         let mut c = b.admit(5 << 20, soon()).await.unwrap();
         assert_eq!(c.bytes(), 5 << 20);
         assert_eq!(b.available_bytes(), total - (5 << 20));
-        b.resize(&mut c, 2 << 20).unwrap();
+        b.resize(&mut c, 2 << 20, soon()).await.unwrap();
         assert_eq!(b.available_bytes(), total - (2 << 20));
-        b.resize(&mut c, 6 << 20).unwrap();
+        b.resize(&mut c, 6 << 20, soon()).await.unwrap();
         assert_eq!(c.bytes(), 6 << 20);
         drop(c);
         assert_eq!(b.available_bytes(), total);
@@ -254,17 +289,31 @@ mod tests {
         assert_eq!(waiter.await.unwrap(), Ok(4 << 20));
     }
 
-    /// Growing never waits: a request holding part of the budget is refused rather than
-    /// waiting for others that may be waiting for it.
+    /// One request at a time may wait to grow; another that would have to wait too is
+    /// refused, so requests holding part of the budget never wait on each other.
     #[tokio::test]
-    async fn growth_is_taken_at_once_or_refused() {
-        let b = Budget::new(16 << 20);
+    async fn one_request_waits_to_grow_the_others_are_refused() {
+        let b = Arc::new(Budget::new(16 << 20));
         let mut a = b.admit(8 << 20, soon()).await.unwrap();
-        let mut c = b.admit(7 << 20, soon()).await.unwrap();
-        assert_eq!(b.resize(&mut a, 9 << 20), Err(BudgetError::Busy));
-        assert_eq!(b.resize(&mut c, 9 << 20), Err(BudgetError::Busy));
+        let c = b.admit(7 << 20, soon()).await.unwrap();
+        let b2 = Arc::clone(&b);
+        let grower = tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            b2.resize(&mut a, 9 << 20, deadline)
+                .await
+                .map(|()| a.bytes())
+        });
+        // Wait until the first is in line, then a second grower is refused at once.
+        while b.grower.try_lock().is_ok() {
+            tokio::task::yield_now().await;
+        }
+        let mut d = b.admit(10_000, soon()).await.unwrap();
+        assert_eq!(
+            b.resize(&mut d, 2 << 20, soon()).await,
+            Err(BudgetError::Busy)
+        );
         drop(c);
-        b.resize(&mut a, 9 << 20).unwrap();
+        assert_eq!(grower.await.unwrap(), Ok(9 << 20));
     }
 
     #[tokio::test]
@@ -272,7 +321,7 @@ mod tests {
         let b = Budget::new(16 << 20);
         let mut c = b.admit(20 << 20, soon()).await.unwrap();
         assert_eq!(c.bytes(), 15 << 20, "admitted with all of the main budget");
-        let e = b.resize(&mut c, 20 << 20).unwrap_err();
+        let e = b.resize(&mut c, 20 << 20, soon()).await.unwrap_err();
         assert!(
             matches!(
                 e,

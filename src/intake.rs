@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
 
 /// At most this many error entries per response; a last one says how many were left out (D2).
 pub const MAX_ERROR_ENTRIES: usize = 1000;
@@ -160,13 +161,14 @@ impl Intake {
 
     /// Validates and stores the records of `body`, then waits until they are durable.
     /// `charge` holds what the request was admitted with; before parsing starts it is set to
-    /// what parsing is estimated to take, taken at once or refused (D27).
+    /// what parsing is estimated to take, as `Budget::resize` allows until `deadline` (D27).
     pub async fn submit(
         self: &Arc<Self>,
         iface: &'static Interface,
         accounting_type: Option<String>,
         body: bytes::Bytes,
         charge: &mut Charge,
+        deadline: Instant,
     ) -> Result<Outcome, IntakeError> {
         let small = body.len() <= INLINE_BODY_BYTES;
         let cost = if small {
@@ -178,7 +180,9 @@ impl Intake {
         // A small body whose records could each break thousands of rules (16 KiB of empty
         // rows) still goes to the pool: the estimate says how much work it may be.
         let inline = small && cost.peak(body.len()) <= INLINE_PEAK_BYTES;
-        self.budget.resize(charge, cost.charge(body.len()))?;
+        self.budget
+            .resize(charge, cost.charge(body.len()), deadline)
+            .await?;
         let (outcome, accepted) = if inline {
             self.check_records(iface, accounting_type.as_deref(), &body)?
         } else {

@@ -139,7 +139,8 @@ pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
         async move {
             let body = Bytes::from(records.body(c, seq, per));
             let mut charge = Charge::default();
-            matches!(intake.submit(iface, at, body, &mut charge).await, Ok(o) if o.succeeded == per)
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            matches!(intake.submit(iface, at, body, &mut charge, deadline).await, Ok(o) if o.succeeded == per)
         }
     })
     .await;

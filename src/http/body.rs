@@ -24,7 +24,7 @@ const INFLATE_SLICE: usize = 1024;
 
 /// Reads the whole body by `deadline` (408 after it, D5). `limit` bounds the bytes as
 /// received and, for gzip, as decoded. Bytes beyond what the request was admitted with are
-/// charged if free at once, else the request is refused (503, D27).
+/// charged as `Budget::resize` allows (D27).
 pub async fn read(
     body: &mut (impl Stream<Item = Result<impl Buf, warp::Error>> + Unpin + Send),
     coding: Coding,
@@ -56,7 +56,9 @@ pub async fn read(
             let before = sink.len();
             sink.write(part, limit)?;
             if sink.len() > before {
-                budget.resize(charge, charge.bytes().max(sink.len()))?;
+                budget
+                    .resize(charge, charge.bytes().max(sink.len()), deadline)
+                    .await?;
             }
             chunk.advance(n);
         }

@@ -216,9 +216,11 @@ async fn accept(
     )
     .await?;
     *state = BodyState::Complete;
+    // Waiting to grow (one request at a time) may take a second past the body timeout.
+    let deadline = deadline.max(Instant::now() + Duration::from_secs(1));
     Ok(app
         .intake
-        .submit(iface, accounting_type, body, &mut charge)
+        .submit(iface, accounting_type, body, &mut charge, deadline)
         .await?)
 }
 
