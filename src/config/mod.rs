@@ -240,13 +240,15 @@ impl RawConfig {
         let max_records = positive(self.limits.max_records, base.max_records)
             .map_err(|m| invalid("limits.max_records", m))?;
         let inflight_bytes = self.limits.inflight_bytes.unwrap_or(base.inflight_bytes);
-        if inflight_bytes < 2 * max_body_bytes {
+        // A parsed body is charged up to 4.5 times its size (validate/cost.rs), from the
+        // fifteen sixteenths of the budget not kept for small requests.
+        if inflight_bytes < 5 * max_body_bytes {
             return Err(invalid(
                 "limits.inflight_bytes",
                 format!(
-                    "must be at least twice limits.max_body_bytes ({} bytes), or no body of the \
-                     largest size could ever be processed",
-                    2 * max_body_bytes
+                    "must be at least five times limits.max_body_bytes ({} bytes), or a body of \
+                     the largest size could not be processed",
+                    5 * max_body_bytes
                 ),
             ));
         }
