@@ -1,9 +1,11 @@
-//! The admin socket (D22): `status` and `requeue` talk to the running service over a Unix
-//! socket in the data directory, readable and writable by its owner only. When no service
-//! answers, the same commands run against the data directory itself.
+//! The admin socket (D22, D37): `status`, `requeue` and `drop` talk to the running service
+//! over a Unix socket (`[admin] socket`; by default in systemd's runtime directory, else in
+//! the data directory), readable and writable by its owner only. When no service answers,
+//! the same commands run against the store in the data directory itself.
 
 use crate::delivery::Waker;
-use crate::queue::{Item, QueueKey, SledStore, State, Store, StoreError};
+use crate::config::Locations;
+use crate::queue::{self, Item, Mode, QueueKey, State, Store, StoreError};
 use crate::status::{self, Report, Source};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
@@ -22,7 +24,7 @@ pub enum Request {
     Status,
     /// Keys in a state, of one interface (identifier) or all.
     Keys {
-        /// Pending or rejected.
+        /// Pending, rejected or quarantined.
         state: State,
         /// Interface identifier.
         interface: Option<String>,
@@ -32,13 +34,21 @@ pub enum Request {
         /// The key in operator form.
         key: String,
     },
-    /// Put a rejected record back in the queue.
+    /// Put a rejected or quarantined record back in the queue.
     Requeue {
         /// The key in operator form.
         key: String,
     },
-    /// Put every rejected record back.
-    RequeueAllRejected,
+    /// Put every record in a state (rejected or quarantined) back.
+    RequeueAll {
+        /// The state.
+        state: State,
+    },
+    /// Remove a rejected or quarantined record for good.
+    Drop {
+        /// The key in operator form.
+        key: String,
+    },
 }
 
 /// The answer, one line of JSON.
@@ -53,6 +63,8 @@ pub enum Response {
     Item(Option<Item>),
     /// For the requeue commands: how many went back.
     Requeued(usize),
+    /// For `Drop`: whether the record was removed.
+    Dropped(bool),
     /// The command failed.
     Error(String),
 }
@@ -75,14 +87,16 @@ pub enum AdminError {
         dir_error: String,
     },
     /// There is no queue in the data directory.
-    #[error("no queue in {0}: the service has never run with this data directory (check --config)")]
+    #[error(
+        "no queue in {0}: the service has not run with this data directory, or its queue file \
+         was removed (check --config and [storage] data_dir)"
+    )]
     NoQueue(PathBuf),
 }
 
-/// The socket of the service whose data directory is `data_dir`.
-pub fn socket_path(data_dir: &Path) -> PathBuf {
-    data_dir.join("admin.sock")
-}
+/// Where the packaged unit's service listens when the operator's shell has no
+/// `RUNTIME_DIRECTORY` to tell (`RuntimeDirectory=ap-intake`, D37).
+const PACKAGED_SOCKET: &str = "/run/ap-intake/admin.sock";
 
 /// Runs one command against a store.
 pub fn execute(store: &dyn Store, data_dir: &Path, source: Source, req: &Request) -> Response {
@@ -101,33 +115,42 @@ pub fn execute(store: &dyn Store, data_dir: &Path, source: Source, req: &Request
                 .map(|done| Response::Requeued(usize::from(done))),
             Err(e) => Ok(Response::Error(e.to_string())),
         },
-        Request::RequeueAllRejected => store.keys(State::Rejected, None).and_then(|keys| {
+        Request::RequeueAll { state } => store.keys(*state, None).and_then(|keys| {
             let mut n = 0;
             for k in keys {
                 n += usize::from(store.requeue(&k)?);
             }
             Ok(Response::Requeued(n))
         }),
+        Request::Drop { key } => match QueueKey::parse(key) {
+            Ok(k) => store.discard(&k).map(Response::Dropped),
+            Err(e) => Ok(Response::Error(e.to_string())),
+        },
     };
     result.unwrap_or_else(|e: StoreError| Response::Error(e.to_string()))
 }
 
-/// Asks the running service, or failing that reads the data directory.
-pub fn query(data_dir: &Path, req: &Request) -> Result<Response, AdminError> {
-    let socket = socket_path(data_dir);
-    let socket_error = match ask(&socket, req) {
-        Ok(r) => return Ok(r),
-        Err(e) => e.to_string(),
-    };
-    if !SledStore::exists(data_dir) {
-        return Err(AdminError::NoQueue(data_dir.to_path_buf()));
+/// Asks the running service, or failing that opens the store in the data directory.
+pub fn query(at: &Locations, req: &Request) -> Result<Response, AdminError> {
+    let mut sockets = vec![at.admin_socket.clone()];
+    if std::env::var_os("RUNTIME_DIRECTORY").is_none() {
+        sockets.push(PathBuf::from(PACKAGED_SOCKET));
     }
-    match SledStore::open(data_dir) {
-        Ok(store) => Ok(execute(&store, data_dir, Source::DataDirectory, req)),
+    let mut socket_error = String::new();
+    for socket in &sockets {
+        match ask(socket, req) {
+            Ok(r) => return Ok(r),
+            Err(e) if socket_error.is_empty() => socket_error = e.to_string(),
+            Err(_) => {}
+        }
+    }
+    match queue::open(&at.storage, &at.data_dir, Mode::Inspect) {
+        Ok(store) => Ok(execute(store.as_ref(), &at.data_dir, Source::DataDirectory, req)),
+        Err(StoreError::Missing(_)) => Err(AdminError::NoQueue(at.data_dir.clone())),
         Err(e) => Err(AdminError::Unreachable {
-            socket,
+            socket: at.admin_socket.clone(),
             socket_error,
-            dir: data_dir.to_path_buf(),
+            dir: at.data_dir.clone(),
             dir_error: e.to_string(),
         }),
     }
@@ -144,15 +167,20 @@ fn ask(socket: &Path, req: &Request) -> std::io::Result<Response> {
     Ok(serde_json::from_str(&answer)?)
 }
 
-/// Serves the admin socket until `shutdown` completes. The socket file is made owner-only.
+/// Serves the admin socket at `path` until `shutdown` completes. The socket file is made
+/// owner-only.
 pub async fn serve(
+    path: PathBuf,
     data_dir: PathBuf,
     store: Arc<dyn Store>,
     waker: Waker,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let path = socket_path(&data_dir);
-    // The queue is open, so no other service owns this directory: a socket left here is stale.
+    // The queue is open, and the store admits one service at a time: a socket left here by
+    // a service that stopped without cleaning up is stale.
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
     let _ = std::fs::remove_file(&path);
     let listener = tokio::net::UnixListener::bind(&path)?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;

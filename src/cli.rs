@@ -47,20 +47,39 @@ pub enum Command {
         #[command(subcommand)]
         what: Option<StatusWhat>,
     },
-    /// Put records the platform rejected back in the queue.
+    /// Put records the platform rejected, or that were quarantined, back in the queue, at
+    /// the place they had.
     Requeue {
         /// The service's config file (for its data directory); the sandbox default without.
         #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
         config: Option<PathBuf>,
-        /// The key, as `status rejected` lists it (e.g. gl-code:main/4000).
-        #[arg(
-            required_unless_present = "all_rejected",
-            conflicts_with = "all_rejected"
-        )]
+        /// The key, as `status rejected` or `status quarantined` lists it (e.g.
+        /// gl-code:main/4000).
+        #[arg(required_unless_present_any = ["all_rejected", "all_quarantined"],
+              conflicts_with_all = ["all_rejected", "all_quarantined"])]
         key: Option<String>,
         /// Every rejected record.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "all_quarantined")]
         all_rejected: bool,
+        /// Every quarantined record.
+        #[arg(long)]
+        all_quarantined: bool,
+    },
+    /// Remove a rejected or quarantined record from the queue for good (it is never
+    /// delivered; `status show KEY` prints it first if you need a copy).
+    Drop {
+        /// The service's config file (for its data directory); the sandbox default without.
+        #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
+        config: Option<PathBuf>,
+        /// The key, as `status rejected` or `status quarantined` lists it.
+        key: String,
+    },
+    /// Read the whole queue of a stopped service and report damage: every page, every item,
+    /// the counters. Exit 0 when sound, 1 when damaged (what is damaged is printed).
+    CheckStore {
+        /// The service's config file (for its data directory); the sandbox default without.
+        #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
+        config: Option<PathBuf>,
     },
     /// Manage API keys.
     Key {
@@ -85,9 +104,15 @@ pub enum StatusWhat {
         #[arg(long, value_name = "PATH")]
         interface: Option<String>,
     },
+    /// Keys of records that could not be read back or delivered (requeue or drop them).
+    Quarantined {
+        /// Only this interface (its path, e.g. /general-ledger-codes/v1).
+        #[arg(long, value_name = "PATH")]
+        interface: Option<String>,
+    },
     /// One queued record: its state, attempts, last error and XML.
     Show {
-        /// The key, as `status pending` or `status rejected` lists it.
+        /// The key, as `status pending`, `status rejected` or `status quarantined` lists it.
         key: String,
     },
 }

@@ -4,9 +4,10 @@
 use anyhow::{Context, bail};
 use ap_intake::admin::{self, Request, Response};
 use ap_intake::cli::{Cli, Command, KeyCommand, StatusWhat};
-use ap_intake::config::Config;
+use ap_intake::config::{Config, Locations};
 use ap_intake::http::tls;
 use ap_intake::queue::State;
+use ap_intake::queue::sqlite::FILE_NAME;
 use ap_intake::validate::Validator;
 use ap_intake::{interfaces, keys, service, status, telemetry};
 use clap::Parser;
@@ -19,13 +20,19 @@ use std::process::ExitCode;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Exit status when the queue cannot be opened or is damaged (EX_IOERR, D29).
+const EXIT_STORE: u8 = 74;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("ap-intake: {}", report(&e));
-            ExitCode::FAILURE
+            match e.downcast_ref::<service::StartError>() {
+                Some(service::StartError::Queue { .. }) => ExitCode::from(EXIT_STORE),
+                _ => ExitCode::FAILURE,
+            }
         }
     }
 }
@@ -46,7 +53,14 @@ fn report(e: &anyhow::Error) -> String {
     out
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Command::CheckStore { config } = &cli.command {
+        return check_store(config.as_deref());
+    }
+    operate(cli).map(|()| ExitCode::SUCCESS)
+}
+
+fn operate(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve { config } => {
             let config = match config {
@@ -64,23 +78,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Status { config, json, what } => {
-            let data_dir = Config::data_dir_of(config.as_deref())?;
-            status_command(&data_dir, json, what)
+            let at = Config::locations(config.as_deref())?;
+            status_command(&at, json, what)
         }
         Command::Requeue {
             config,
             key,
-            all_rejected,
+            all_rejected: _,
+            all_quarantined,
         } => {
-            let data_dir = Config::data_dir_of(config.as_deref())?;
+            let at = Config::locations(config.as_deref())?;
             let req = match key {
-                Some(key) if !all_rejected => Request::Requeue { key },
-                _ => Request::RequeueAllRejected,
+                Some(key) => Request::Requeue { key },
+                None if all_quarantined => Request::RequeueAll {
+                    state: State::Quarantined,
+                },
+                None => Request::RequeueAll {
+                    state: State::Rejected,
+                },
             };
-            match admin::query(&data_dir, &req)? {
+            match admin::query(&at, &req)? {
                 Response::Requeued(0) if matches!(req, Request::Requeue { .. }) => {
                     bail!(
-                        "nothing requeued: the key is not a rejected record (see `ap-intake status rejected`)"
+                        "nothing requeued: the key is not a rejected or quarantined record (see `ap-intake status rejected`)"
                     )
                 }
                 Response::Requeued(n) => {
@@ -90,6 +110,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 other => unexpected(other),
             }
         }
+        Command::Drop { config, key } => {
+            let at = Config::locations(config.as_deref())?;
+            match admin::query(&at, &Request::Drop { key })? {
+                Response::Dropped(true) => {
+                    println!("dropped");
+                    Ok(())
+                }
+                Response::Dropped(false) => bail!(
+                    "nothing dropped: the key is not a rejected or quarantined record (only those can be dropped)"
+                ),
+                other => unexpected(other),
+            }
+        }
+        Command::CheckStore { .. } => Ok(()),
         Command::Key {
             command:
                 KeyCommand::Generate {
@@ -156,7 +190,27 @@ fn check_config(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn status_command(data_dir: &Path, json: bool, what: Option<StatusWhat>) -> anyhow::Result<()> {
+/// `check-store` (D29): 0 sound, 1 damaged or unreadable, with what was found.
+fn check_store(config: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let at = Config::locations(config)?;
+    match ap_intake::queue::sqlite::verify_file(&at.data_dir) {
+        Ok(problems) if problems.is_empty() => {
+            println!("{}: sound", at.data_dir.join(FILE_NAME).display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(problems) => {
+            println!("{}: damaged", at.data_dir.join(FILE_NAME).display());
+            problems.iter().for_each(|p| println!("  {p}"));
+            Ok(ExitCode::FAILURE)
+        }
+        Err(e) => {
+            println!("{}: cannot be checked: {e}", at.data_dir.join(FILE_NAME).display());
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn status_command(at: &Locations, json: bool, what: Option<StatusWhat>) -> anyhow::Result<()> {
     let interface_id = |path: Option<String>| -> anyhow::Result<Option<String>> {
         path.map(|p| {
             interfaces::by_path(&p)
@@ -177,9 +231,13 @@ fn status_command(data_dir: &Path, json: bool, what: Option<StatusWhat>) -> anyh
             state: State::Rejected,
             interface: interface_id(interface)?,
         },
+        Some(StatusWhat::Quarantined { interface }) => Request::Keys {
+            state: State::Quarantined,
+            interface: interface_id(interface)?,
+        },
         Some(StatusWhat::Show { key }) => Request::Show { key },
     };
-    let response = admin::query(data_dir, &req)?;
+    let response = admin::query(at, &req)?;
     if json {
         let value = match &response {
             Response::Status(r) => serde_json::to_string_pretty(r)?,

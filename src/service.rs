@@ -12,7 +12,7 @@ use crate::http::{self, App, RequestIds, auth::Auth};
 use crate::intake::{Intake, Limits};
 use crate::interfaces::INTERFACES;
 use crate::metrics::Metrics;
-use crate::queue::{GroupCommit, SledStore, Store, StoreError, Writer};
+use crate::queue::{self, Mode, Store, StoreError, Writer};
 use crate::validate::{SchemaError, Validator};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,7 +37,8 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
-    /// The queue cannot be opened (another process may hold it).
+    /// The queue cannot be opened: held by another process, damaged (D29), in the old
+    /// format (D28). The exit status says so (74).
     #[error("cannot open the queue in {path}: {source}")]
     Queue {
         /// The data directory.
@@ -81,7 +82,6 @@ pub struct Running {
     ops: Option<JoinHandle<()>>,
     worker: Worker,
     writer: Writer,
-    commit: GroupCommit,
     store: Arc<dyn Store>,
 }
 
@@ -91,9 +91,9 @@ impl Running {
         Arc::clone(&self.store)
     }
 
-    /// Queue syncs so far (see [`GroupCommit::syncs`]).
+    /// Queue syncs (fsyncs) of the intake so far: one per transaction (group commit, D17).
     pub fn syncs(&self) -> u64 {
-        self.commit.syncs()
+        self.writer.transactions()
     }
 
     /// Queue transactions of the intake so far (see [`Writer::transactions`]).
@@ -111,7 +111,7 @@ impl Running {
         if let Some(ops) = self.ops {
             let _ = ops.await;
         }
-        let (worker, writer, commit, store) = (self.worker, self.writer, self.commit, self.store);
+        let (worker, writer, store) = (self.worker, self.writer, self.store);
         let _ = tokio::task::spawn_blocking(move || {
             let worker_stopped = worker.stop(DELIVERY_STOP_DEADLINE);
             if !worker_stopped {
@@ -120,8 +120,7 @@ impl Running {
                 );
             }
             writer.stop();
-            commit.stop();
-            drop((writer, commit)); // they hold the store too
+            drop(writer); // it holds the store too
             if let Err(e) = store.sync() {
                 tracing::error!(error = %e, "final queue sync failed");
             }
@@ -141,11 +140,12 @@ fn open_store(config: &Config) -> Result<Arc<dyn Store>, StartError> {
         path: config.data_dir.clone(),
         source,
     })?;
-    let store = SledStore::open(&config.data_dir).map_err(|source| StartError::Queue {
-        path: config.data_dir.clone(),
-        source,
-    })?;
-    Ok(Arc::new(store))
+    queue::open(&config.storage, &config.data_dir, Mode::Serve).map_err(|source| {
+        StartError::Queue {
+            path: config.data_dir.clone(),
+            source,
+        }
+    })
 }
 
 async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), StartError> {
@@ -174,8 +174,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .map(tls::server_config)
         .transpose()?;
     let store = open_store(config)?;
-    let commit = GroupCommit::start(Arc::clone(&store)).map_err(StartError::Thread)?;
-    let writer = Writer::start(Arc::clone(&store), commit.clone()).map_err(StartError::Thread)?;
+    let writer = Writer::start(Arc::clone(&store)).map_err(StartError::Thread)?;
     let metrics = Arc::new(Metrics::default());
     let target = match &config.platform {
         Some(p) => Target::Platform(PlatformClient::new(p, config.delivery.timeout)),
@@ -219,8 +218,9 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let until = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
-    let socket = admin::socket_path(&config.data_dir);
+    let socket = config.admin.socket.clone();
     let admin = tokio::spawn(admin::serve(
+        socket.clone(),
         config.data_dir.clone(),
         Arc::clone(&store),
         waker,
@@ -247,7 +247,6 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         Some((listener, a)) => {
             let state = Arc::new(Ops {
                 store: Arc::clone(&store),
-                commit: commit.clone(),
                 metrics,
                 schemas: INTERFACES.len(),
             });
@@ -281,7 +280,6 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         ops,
         worker,
         writer,
-        commit,
         store,
     })
 }

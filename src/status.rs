@@ -42,6 +42,9 @@ pub struct InterfaceReport {
     pub pending: u64,
     /// Parked after the platform refused them.
     pub rejected: u64,
+    /// Parked because they could not be read back (D29).
+    #[serde(default)]
+    pub quarantined: u64,
     /// Delivered so far.
     pub delivered: u64,
     /// Age of the oldest pending record, in seconds.
@@ -81,6 +84,7 @@ pub fn build(store: &dyn Store, data_dir: &Path, source: Source) -> Result<Repor
                 path: iface.path.to_string(),
                 pending: s.pending,
                 rejected: s.rejected,
+                quarantined: s.quarantined,
                 delivered: s.delivered,
                 oldest_pending_age_secs: s.oldest_pending_ms.map(|t| now.saturating_sub(t) / 1000),
                 failures: s.backoff.failures,
@@ -169,6 +173,15 @@ pub fn render(r: &Report) -> String {
             out,
             "{:<27} {:>8} {:>8} {:>10}  {:<14} {:<12} {}",
             i.path, i.pending, i.rejected, i.delivered, oldest, retry, error
+        );
+    }
+    for i in r.interfaces.iter().filter(|i| i.quarantined > 0) {
+        let _ = writeln!(
+            out,
+            "\n{}: {} record(s) QUARANTINED: stored but unreadable, never delivered as they are. \
+             `ap-intake status quarantined` lists them; `ap-intake requeue KEY` or \
+             `ap-intake drop KEY` settles each.",
+            i.path, i.quarantined
         );
     }
     if let Some(s) = &r.sandbox_sink {

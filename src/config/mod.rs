@@ -89,6 +89,64 @@ pub struct RawConfig {
 #[serde(deny_unknown_fields)]
 struct RawStorage {
     data_dir: Option<PathBuf>,
+    backend: Option<String>,
+    min_free_bytes: Option<u64>,
+}
+
+/// Which store keeps the queue (`[storage] backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The embedded SQLite file in the data directory (D28).
+    Sqlite,
+}
+
+/// `[storage]`: the queue's store and its free-space rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Storage {
+    /// The store.
+    pub backend: Backend,
+    /// Writes that grow the queue are refused below this much free space (D30).
+    pub min_free_bytes: u64,
+}
+
+impl Default for Storage {
+    fn default() -> Self {
+        Self {
+            backend: Backend::Sqlite,
+            min_free_bytes: 256 * 1024 * 1024,
+        }
+    }
+}
+
+impl RawStorage {
+    fn check(&self) -> Result<Storage, (&'static str, String)> {
+        let backend = match self.backend.as_deref() {
+            None | Some("sqlite") => Backend::Sqlite,
+            Some(other) => {
+                return Err((
+                    "backend",
+                    format!("{other:?} is not a store this version has (\"sqlite\")"),
+                ));
+            }
+        };
+        Ok(Storage {
+            backend,
+            min_free_bytes: self
+                .min_free_bytes
+                .unwrap_or(Storage::default().min_free_bytes),
+        })
+    }
+}
+
+/// What operator commands need of a config file: where the queue and the admin socket are.
+#[derive(Debug, Clone)]
+pub struct Locations {
+    /// The data directory.
+    pub data_dir: PathBuf,
+    /// The store.
+    pub storage: Storage,
+    /// The service's admin socket (D37).
+    pub admin_socket: PathBuf,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -124,6 +182,8 @@ pub struct Config {
     pub log: Log,
     /// Where the queue lives.
     pub data_dir: PathBuf,
+    /// The queue's store.
+    pub storage: Storage,
     /// Largest accepted body (413 above, D5).
     pub max_body_bytes: u64,
     /// Most records per request (413 above, D5).
@@ -159,9 +219,11 @@ impl Config {
             },
             admin: Admin {
                 listen: Some(SocketAddr::from(([127, 0, 0, 1], 9090))),
+                socket: server::default_socket(Path::new("ap-intake-data")),
             },
             log: Log::default(),
             data_dir: PathBuf::from("ap-intake-data"),
+            storage: Storage::default(),
             max_body_bytes: 32 * 1024 * 1024,
             max_records: 10_000,
             inflight_bytes: 256 * 1024 * 1024,
@@ -182,11 +244,17 @@ impl Config {
         Self::parse(&text, path)
     }
 
-    /// The data directory named by the file at `path` (or the sandbox default without one),
-    /// for operator commands: secrets the service reads need not be readable by the operator.
-    pub fn data_dir_of(path: Option<&Path>) -> Result<PathBuf, ConfigError> {
+    /// Where the queue and the admin socket of the service configured by the file at `path`
+    /// (or the sandbox default without one) are, for operator commands: secrets the service
+    /// reads need not be readable by the operator.
+    pub fn locations(path: Option<&Path>) -> Result<Locations, ConfigError> {
         let Some(path) = path else {
-            return Ok(Self::sandbox_default().data_dir);
+            let base = Self::sandbox_default();
+            return Ok(Locations {
+                data_dir: base.data_dir,
+                storage: base.storage,
+                admin_socket: base.admin.socket,
+            });
         };
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
@@ -196,10 +264,24 @@ impl Config {
             path: path.to_path_buf(),
             message: e.to_string().trim_end().to_string(),
         })?;
-        Ok(match (raw.storage.data_dir, raw.sandbox.unwrap_or(false)) {
-            (Some(d), _) => d,
-            (None, true) => Self::sandbox_default().data_dir,
-            (None, false) => PathBuf::from(DEFAULT_DATA_DIR),
+        let invalid = |(key, message): (&str, String)| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            key: key.to_string(),
+            message,
+        };
+        let data_dir = raw.data_dir(path)?;
+        let storage = raw
+            .storage
+            .check()
+            .map_err(|(k, m)| invalid((&format!("storage.{k}"), m)))?;
+        let admin = raw
+            .admin
+            .check(&data_dir)
+            .map_err(|(k, m)| invalid((&format!("admin.{k}"), m)))?;
+        Ok(Locations {
+            data_dir,
+            storage,
+            admin_socket: admin.socket,
         })
     }
 
@@ -214,6 +296,19 @@ impl Config {
 }
 
 impl RawConfig {
+    fn data_dir(&self, path: &Path) -> Result<PathBuf, ConfigError> {
+        match &self.storage.data_dir {
+            Some(d) if d.as_os_str().is_empty() => Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                key: "storage.data_dir".into(),
+                message: "must not be empty".into(),
+            }),
+            Some(d) => Ok(d.clone()),
+            None if self.sandbox.unwrap_or(false) => Ok(Config::sandbox_default().data_dir),
+            None => Ok(PathBuf::from(DEFAULT_DATA_DIR)),
+        }
+    }
+
     fn check(self, path: &Path) -> Result<Config, ConfigError> {
         let invalid = |key: &str, message: String| ConfigError::Invalid {
             path: path.to_path_buf(),
@@ -224,17 +319,11 @@ impl RawConfig {
         let base = Config::sandbox_default();
         let section =
             |name: &'static str| move |(k, m): (&str, String)| invalid(&format!("{name}.{k}"), m);
+        let data_dir = self.data_dir(path)?;
         let server = self.server.check(sandbox).map_err(section("server"))?;
-        let admin = self.admin.check().map_err(section("admin"))?;
+        let admin = self.admin.check(&data_dir).map_err(section("admin"))?;
         let log = self.log.check().map_err(section("log"))?;
-        let data_dir = match self.storage.data_dir {
-            Some(d) if d.as_os_str().is_empty() => {
-                return Err(invalid("storage.data_dir", "must not be empty".into()));
-            }
-            Some(d) => d,
-            None if sandbox => base.data_dir,
-            None => PathBuf::from(DEFAULT_DATA_DIR),
-        };
+        let storage = self.storage.check().map_err(section("storage"))?;
         let max_body_bytes = positive(self.limits.max_body_bytes, base.max_body_bytes)
             .map_err(|m| invalid("limits.max_body_bytes", m))?;
         let max_records = positive(self.limits.max_records, base.max_records)
@@ -309,6 +398,7 @@ impl RawConfig {
             admin,
             log,
             data_dir,
+            storage,
             max_body_bytes,
             max_records,
             inflight_bytes,

@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A problem with one key: (key below the section, message).
@@ -171,17 +171,42 @@ fn per_ip(v: Option<usize>, max_connections: usize) -> Result<usize, KeyError> {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAdmin {
     listen: Option<String>,
+    socket: Option<PathBuf>,
 }
 
-/// `[admin]`: the operator's HTTP listener (`/healthz`, `/readyz`, `/metrics`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `[admin]`: the operator's HTTP listener (`/healthz`, `/readyz`, `/metrics`) and the
+/// socket of `status` and `requeue` (D37).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admin {
     /// Where it listens; `None` when disabled (`listen = ""`).
     pub listen: Option<SocketAddr>,
+    /// The admin socket.
+    pub socket: PathBuf,
+}
+
+/// The admin socket when `[admin] socket` is not set (D37): in the runtime directory systemd
+/// gives the service (`RuntimeDirectory=`, `/run/ap-intake`), else in the data directory.
+pub fn default_socket(data_dir: &Path) -> PathBuf {
+    match std::env::var_os("RUNTIME_DIRECTORY") {
+        // systemd lists several directories separated by colons when the unit asks for more.
+        Some(dirs) if !dirs.is_empty() => {
+            let dirs = dirs.to_string_lossy().into_owned();
+            let first = dirs.split(':').next().unwrap_or_default();
+            Path::new(first).join("admin.sock")
+        }
+        _ => data_dir.join("admin.sock"),
+    }
 }
 
 impl RawAdmin {
-    pub(super) fn check(self) -> Result<Admin, KeyError> {
+    pub(super) fn check(&self, data_dir: &Path) -> Result<Admin, KeyError> {
+        let socket = match &self.socket {
+            Some(s) if s.as_os_str().is_empty() => {
+                return Err(("socket", "must not be empty".into()));
+            }
+            Some(s) => s.clone(),
+            None => default_socket(data_dir),
+        };
         let listen = match self.listen.as_deref() {
             None => Some(SocketAddr::from(([127, 0, 0, 1], 9090))),
             Some("") => None,
@@ -189,7 +214,7 @@ impl RawAdmin {
                 ("listen", format!("{s:?} is not an address and port such as \"127.0.0.1:9090\" (\"\" disables it)"))
             })?),
         };
-        Ok(Admin { listen })
+        Ok(Admin { listen, socket })
     }
 }
 

@@ -2,7 +2,7 @@
 //! operator's monitoring. Served by warp on its own port, apart from the ERP-facing one.
 
 use crate::metrics::Metrics;
-use crate::queue::{GroupCommit, Store};
+use crate::queue::Store;
 use http::StatusCode;
 use serde_json::json;
 use std::convert::Infallible;
@@ -17,7 +17,6 @@ pub struct Ops {
     /// The queue.
     pub store: Arc<dyn Store>,
     /// Its syncs.
-    pub commit: GroupCommit,
     /// The metrics to render.
     pub metrics: Arc<Metrics>,
     /// Schemas compiled at start-up.
@@ -43,14 +42,12 @@ impl<T: warp::Reply> WithStatus for T {
     }
 }
 
-/// Ready when the queue takes writes, its syncs succeed and the schemas are compiled.
+/// Ready when the queue takes a real write (a committed transaction, with the free-space rule
+/// of D30) and is not known to be damaged (D29), and the schemas are compiled.
 async fn ready(ops: Arc<Ops>) -> Response {
     let store = Arc::clone(&ops.store);
     let storage = match tokio::task::spawn_blocking(move || store.probe()).await {
-        Ok(Ok(())) => match ops.commit.last_error() {
-            None => Ok(()),
-            Some(e) => Err(format!("last sync failed: {e}")),
-        },
+        Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
         Err(e) => Err(e.to_string()),
     };

@@ -1,45 +1,20 @@
 //! The durable queue: at most one pending item per primary key (D16), stored before the client
 //! is answered (D17), drained by the delivery worker (D18).
 //!
-//! Storage sits behind the narrow [`Store`] trait; [`SledStore`] is the implementation and
-//! `tests/store_suite/` the suite every implementation must pass. [`Writer`] stores the records
-//! of concurrent requests in one transaction and [`GroupCommit`] makes them durable with one
-//! sync.
-//!
-//! On-disk layout (sled, in `<data_dir>/queue`; encodings in `layout.rs` and `codec.rs`):
-//!
-//! ```text
-//! items     QueueKey                           -> Item and its lot: the record's latest version
-//! pending   interface 0x00 queued_at(8) lot(8) -> the lot's QueueKeys   delivery order, oldest first
-//! rejected  interface 0x00 QueueKey            -> ()                    parked by the platform
-//! meta      "format"                           -> 2
-//!           "count" 0 interface 0 kind         -> u64                   pending/rejected/delivered
-//!           "backoff" 0 interface              -> Backoff (JSON): failures, next attempt
-//! ```
-//!
-//! A *lot* is the keys of one interface that one upsert queued at one time (at most 512): the
-//! pending index has one entry per lot rather than one per key, so queueing a record costs one
-//! tree insert, not two, and a resend of a pending key leaves the index alone. A lot is named
-//! by the version of its first record; an item records the lot that lists it, and a lot loses
-//! keys as they are delivered, rejected or move to another interface, and goes when empty.
-//!
-//! Every change to an item, its index entry and the counters is one sled transaction, so a
-//! crash leaves them consistent. `version` comes from sled's persistent id generator and grows
-//! with every upsert: a delivery removes an item only if the version it sent is still the
-//! latest (D16, D18).
+//! Storage sits behind the narrow [`Store`] trait, which speaks of keys, items and states
+//! only; [`open`] picks the implementation the configuration names. [`SqliteStore`] is the
+//! embedded one (D28; its schema is in `sqlite/mod.rs`) and `tests/store_suite/` the suite
+//! every implementation must pass. [`Writer`] stores the records of concurrent requests in
+//! one transaction, so they share one fsync (group commit, D17).
 
 mod batch;
-mod codec;
-pub mod commit;
 pub mod key;
-mod layout;
-pub mod sled_store;
-mod sled_tx;
+pub mod space;
+pub mod sqlite;
 pub mod writer;
 
-pub use commit::GroupCommit;
 pub use key::QueueKey;
-pub use sled_store::SledStore;
+pub use sqlite::{Mode, SqliteStore};
 pub use writer::Writer;
 
 use serde::{Deserialize, Serialize};
@@ -52,6 +27,9 @@ pub enum State {
     Pending,
     /// Refused by the platform; parked until an operator requeues it (D18).
     Rejected,
+    /// Could not be read back or turned into a delivery; parked until an operator requeues
+    /// or drops it (D29).
+    Quarantined,
 }
 
 /// One queued record.
@@ -61,7 +39,7 @@ pub struct Item {
     pub interface: String,
     /// Grows with every upsert of the key.
     pub version: u64,
-    /// Pending or rejected.
+    /// Pending, rejected or quarantined.
     pub state: State,
     /// When the key became pending (unix ms); kept across resends.
     pub queued_at_ms: u64,
@@ -126,6 +104,9 @@ pub struct Stats {
     pub pending: u64,
     /// Items parked after a rejection.
     pub rejected: u64,
+    /// Items parked because they could not be read (D29).
+    #[serde(default)]
+    pub quarantined: u64,
     /// Items delivered since the queue was created.
     pub delivered: u64,
     /// When the oldest pending item was queued (unix ms).
@@ -134,16 +115,25 @@ pub struct Stats {
     pub backoff: Backoff,
 }
 
-/// A storage failure. The request that hit it is answered 503 (D5, D17).
+/// A storage failure, in the product's words: no engine type appears here. A request that
+/// meets one is answered 503 (D5, D17).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// sled reported an error.
-    #[error("queue database: {0}")]
-    Db(#[from] sled::Error),
-    /// A file operation (fsync) failed.
-    #[error("queue storage: {0}")]
-    Io(#[from] std::io::Error),
-    /// A stored item could not be decoded.
+    /// No room to store (D30): below `min_free_bytes`, or the disk itself is full.
+    #[error("storage is full: {0}")]
+    Full(String),
+    /// The store's file is damaged (D29).
+    #[error(
+        "the queue database {path} is damaged: {detail} (stop the service and run \
+         `ap-intake check-store`; README: \"Damaged queue\")"
+    )]
+    Damaged {
+        /// The file.
+        path: String,
+        /// What the engine found.
+        detail: String,
+    },
+    /// One stored item could not be decoded.
     #[error("queue item {key} is corrupt: {reason}")]
     Corrupt {
         /// The item's key.
@@ -151,20 +141,23 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
-    /// The queue was written in a format this version does not read.
+    /// The data directory holds a queue written before D28.
     #[error(
-        "the queue in {dir} has format {found}; this version of ap-intake reads format {expected} \
-         (start the version that wrote it and let it deliver, or move the directory away)"
+        "{0} holds a queue in the format of earlier versions of ap-intake (sled), which this \
+         version does not read: run the previous version until `ap-intake status` shows nothing \
+         pending, stop it, then move {0} away and start this version (D28)"
     )]
-    Format {
-        /// The queue directory.
-        dir: String,
-        /// The format found.
-        found: u8,
-        /// The format this version reads.
-        expected: u8,
-    },
-    /// The storage is shutting down or a background task failed.
+    OldFormat(String),
+    /// There is no queue where one was expected (operator commands never create one).
+    #[error("no queue at {0}")]
+    Missing(String),
+    /// Another process holds the store longer than we wait.
+    #[error("the queue {0} is busy: another process holds it (is the service running?)")]
+    Busy(String),
+    /// A file operation failed.
+    #[error("queue storage: {0}")]
+    Io(#[from] std::io::Error),
+    /// The storage is shutting down, or failed in another way.
     #[error("queue storage unavailable: {0}")]
     Unavailable(String),
 }
@@ -176,7 +169,8 @@ pub trait Store: Send + Sync + 'static {
     /// same key. Not yet durable: see [`Store::sync`].
     fn upsert(&self, records: &[NewRecord], now_ms: u64) -> Result<(), StoreError>;
 
-    /// Makes everything written so far durable (flushed and fsync'd).
+    /// Makes everything written so far durable. Stores whose every write is durable when it
+    /// returns (SQLite with `synchronous=FULL`) have nothing left to do.
     fn sync(&self) -> Result<(), StoreError>;
 
     /// The item of one key.
@@ -198,8 +192,12 @@ pub trait Store: Send + Sync + 'static {
     /// Parks an item the platform refused, if it is still at the version sent.
     fn reject(&self, sent: &Sent, error: &str) -> Result<bool, StoreError>;
 
-    /// Puts a rejected item back in the pending queue. False if it was not rejected.
+    /// Puts a rejected or quarantined item back in the pending queue, at the place it had.
+    /// False if it was neither.
     fn requeue(&self, key: &QueueKey) -> Result<bool, StoreError>;
+
+    /// Removes a rejected or quarantined item for good. False if it was neither.
+    fn discard(&self, key: &QueueKey) -> Result<bool, StoreError>;
 
     /// Counts, oldest pending item and retry state of one interface.
     fn stats(&self, interface: &str) -> Result<Stats, StoreError>;
@@ -210,8 +208,8 @@ pub trait Store: Send + Sync + 'static {
     /// Writes and reads back a marker: the storage accepts writes (readiness check).
     fn probe(&self) -> Result<(), StoreError>;
 
-    /// Every item, in key order (for inspection and tests; the delivery path uses
-    /// [`Store::pending`]).
+    /// Every readable item, in key order (for inspection and tests; the delivery path uses
+    /// [`Store::pending`], which quarantines what it cannot read).
     fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError>;
 }
 
@@ -221,4 +219,20 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// Opens the store the configuration names, for the service ([`Mode::Serve`]: created when
+/// absent, checked, D29) or for an operator command on a stopped one ([`Mode::Inspect`]).
+pub fn open(
+    storage: &crate::config::Storage,
+    data_dir: &std::path::Path,
+    mode: Mode,
+) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    match storage.backend {
+        crate::config::Backend::Sqlite => Ok(std::sync::Arc::new(SqliteStore::open(
+            data_dir,
+            mode,
+            storage.min_free_bytes,
+        )?)),
+    }
 }

@@ -1,17 +1,14 @@
-//! The intake's way into the queue (D17): concurrent requests share one sled transaction, then
-//! one sync.
+//! The intake's way into the queue (D17): concurrent requests share one transaction, and so
+//! one fsync (group commit).
 //!
-//! sled starts every transaction by sealing its current log buffer and handing it to its IO
-//! threads, so the cost of a transaction hardly depends on its size. One thread therefore takes
-//! every request that is waiting, stores all their records in one [`Store::upsert`] and passes
-//! them on to the [`GroupCommit`] thread, which answers them once the records are durable.
-//! While one transaction runs, the requests that arrive gather for the next, so a busy server
-//! runs few, large transactions and an idle one runs each request at once. A large request is
+//! One thread takes every request that is waiting, stores all their records in one
+//! [`Store::upsert`] (a transaction that is durable when it returns) and answers them. While
+//! one transaction runs, the requests that arrive gather for the next, so a busy server runs
+//! few, large transactions and an idle one runs each request at once. A large request is
 //! written in chunks, and small requests go ahead of the chunks (never ahead of a record with
 //! the same key), so no one waits long behind someone else's batch (D27).
 
 use super::batch::{BatchThread, Serve};
-use super::commit::{GroupCommit, Reply};
 use super::{NewRecord, Store, StoreError, now_ms};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -29,6 +26,9 @@ const CHUNK_RECORDS: usize = MAX_RECORDS_PER_TRANSACTION;
 /// arrived before it, when it shares no key with them (per-key order, D16/D18).
 const SMALL_JOB_RECORDS: usize = 100;
 
+/// The answer to one waiting request.
+type Reply = oneshot::Sender<Result<(), StoreError>>;
+
 struct Job {
     records: Vec<NewRecord>,
     reply: Reply,
@@ -36,7 +36,6 @@ struct Job {
 
 struct QueueWriter {
     store: Arc<dyn Store>,
-    commit: GroupCommit,
     transactions: Arc<AtomicU64>,
     /// Transactions of small jobs only, in a row.
     small_rounds: u32,
@@ -50,12 +49,11 @@ pub struct Writer {
 }
 
 impl Writer {
-    /// Starts the writing thread for `store`, handing what it wrote to `commit`.
-    pub fn start(store: Arc<dyn Store>, commit: GroupCommit) -> std::io::Result<Self> {
+    /// Starts the writing thread for `store`.
+    pub fn start(store: Arc<dyn Store>) -> std::io::Result<Self> {
         let transactions = Arc::new(AtomicU64::new(0));
         let writer = QueueWriter {
             store,
-            commit,
             transactions: Arc::clone(&transactions),
             small_rounds: 0,
         };
@@ -81,21 +79,21 @@ impl Writer {
         }
         for answer in answers {
             match answer.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(StoreError::Unavailable(e)),
+                Ok(result) => result?,
                 Err(_) => return Err(StoreError::Unavailable("queue writer stopped".into())),
             }
         }
         Ok(())
     }
 
-    /// Transactions run so far: far fewer than requests when they share them.
+    /// Transactions run so far, each one fsync: far fewer than requests when they share
+    /// them.
     pub fn transactions(&self) -> u64 {
         self.transactions.load(Ordering::Relaxed)
     }
 
-    /// Writes what is waiting, hands it to the sync stage and stops the thread (waiting for
-    /// it); later calls to [`Self::store`] fail. Stop the [`GroupCommit`] after this.
+    /// Writes what is waiting and stops the thread (waiting for it); later calls to
+    /// [`Self::store`] fail.
     pub fn stop(&self) {
         self.thread.stop();
     }
@@ -173,7 +171,7 @@ impl QueueWriter {
         match result {
             Ok(()) => {
                 for job in jobs {
-                    self.commit.join(job.reply);
+                    let _ = job.reply.send(Ok(()));
                 }
             }
             // One request's records may be what fails: give each request its own
@@ -186,8 +184,8 @@ impl QueueWriter {
             }
             Err(e) => {
                 tracing::error!(error = %e, "storing records failed; the request gets 503");
-                for job in jobs {
-                    let _ = job.reply.send(Err(e.to_string()));
+                if let Some(job) = jobs.into_iter().next() {
+                    let _ = job.reply.send(Err(e));
                 }
             }
         }
@@ -197,7 +195,7 @@ impl QueueWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::queue::{QueueKey, SledStore};
+    use crate::queue::{Mode, QueueKey, SqliteStore};
 
     fn job(code: &str) -> (Job, oneshot::Receiver<Result<(), String>>) {
         let (reply, answer) = oneshot::channel();
@@ -250,11 +248,10 @@ mod tests {
     #[test]
     fn large_jobs_still_progress_while_small_ones_keep_coming() {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path()).unwrap());
-        let commit = GroupCommit::start(Arc::clone(&store)).unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(dir.path(), Mode::Serve, 0).unwrap());
         let mut writer = QueueWriter {
             store,
-            commit: commit.clone(),
             transactions: Arc::default(),
             small_rounds: 0,
         };
@@ -266,48 +263,5 @@ mod tests {
             rounds += 1;
         }
         assert_eq!(rounds, SMALL_ROUNDS + 1);
-        commit.stop();
-    }
-
-    #[test]
-    fn a_request_whose_records_cannot_be_stored_fails_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        {
-            // A stored item that cannot be decoded: upserting its key fails.
-            let db = sled::open(dir.path().join("queue")).unwrap();
-            db.open_tree("meta")
-                .unwrap()
-                .insert("format", &[2])
-                .unwrap();
-            let bad = QueueKey::new("gl-code", &["main", "BAD"]).unwrap();
-            db.open_tree("items")
-                .unwrap()
-                .insert(bad.as_bytes(), &b"garbage"[..])
-                .unwrap();
-            db.flush().unwrap();
-        }
-        let store: Arc<dyn Store> = Arc::new(SledStore::open(dir.path()).unwrap());
-        let commit = GroupCommit::start(Arc::clone(&store)).unwrap();
-        let writer = QueueWriter {
-            store: Arc::clone(&store),
-            commit: commit.clone(),
-            transactions: Arc::default(),
-            small_rounds: 0,
-        };
-        let (a, a_answer) = job("A");
-        let (bad, bad_answer) = job("BAD");
-        let (c, c_answer) = job("C");
-        writer.write(vec![a, bad, c]);
-        assert_eq!(a_answer.blocking_recv().unwrap(), Ok(()));
-        assert_eq!(c_answer.blocking_recv().unwrap(), Ok(()));
-        let refused = bad_answer.blocking_recv().unwrap().unwrap_err();
-        assert!(refused.contains("corrupt"), "{refused}");
-        for code in ["A", "C"] {
-            let key = QueueKey::new("gl-code", &["main", code]).unwrap();
-            assert!(store.get(&key).unwrap().is_some(), "{code} stored");
-        }
-        // One combined transaction, then one per request.
-        assert_eq!(writer.transactions.load(Ordering::Relaxed), 4);
-        commit.stop();
     }
 }

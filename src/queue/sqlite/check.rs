@@ -1,0 +1,111 @@
+//! Integrity (D29): the bounded check at every open, the full one of `check-store`, and the
+//! refusal of a data directory in the old format (D28).
+
+use super::{APPLICATION_ID, FILE_NAME, SCHEMA_VERSION, connect, error_at, read};
+use crate::queue::StoreError;
+use rusqlite::Connection;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How long the check at open may take. A queue of a few hundred megabytes is checked whole;
+/// of a larger one, the part read in this time (its structure and first pages), and
+/// `check-store` reads the rest.
+const QUICK_CHECK_BUDGET: Duration = Duration::from_millis(400);
+
+/// Refuses a data directory holding a queue written by a version before D28 (sled).
+pub(super) fn refuse_old_format(data_dir: &Path) -> Result<(), StoreError> {
+    let old = data_dir.join("queue");
+    if old.join("db").exists() || old.join("conf").exists() {
+        return Err(StoreError::OldFormat(old.display().to_string()));
+    }
+    Ok(())
+}
+
+/// What a file is before SQLite reads it: refuse what is not ours with a clear word.
+fn header(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let pragma = |name: &str| -> Result<i64, StoreError> {
+        conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+            .map_err(|e| error_at(path, e))
+    };
+    let (app, version) = (pragma("application_id")?, pragma("user_version")?);
+    if app != APPLICATION_ID {
+        return Err(StoreError::Damaged {
+            path: path.display().to_string(),
+            detail: format!("not an ap-intake queue (application id {app:#x})"),
+        });
+    }
+    if version != SCHEMA_VERSION {
+        return Err(StoreError::Unavailable(format!(
+            "{} has queue schema {version}; this version of ap-intake reads schema \
+             {SCHEMA_VERSION} (run the version that wrote it until `ap-intake status` shows \
+             nothing pending, or move the file away)",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The check at open: the header, then `PRAGMA quick_check` for at most
+/// [`QUICK_CHECK_BUDGET`]. Damage found refuses the open.
+pub(super) fn quick(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    header(conn, path)?;
+    let started = Instant::now();
+    if conn
+        .progress_handler(10_000, Some(move || started.elapsed() > QUICK_CHECK_BUDGET))
+        .is_err()
+    {
+        // Unbounded it could keep a large queue from starting for minutes: leave it to
+        // check-store.
+        return Ok(());
+    }
+    let problems = integrity(conn, "quick_check(20)");
+    let _ = conn.progress_handler(0, None::<fn() -> bool>);
+    match problems {
+        Ok(problems) if problems.is_empty() => Ok(()),
+        Ok(problems) => Err(StoreError::Damaged {
+            path: path.display().to_string(),
+            detail: problems.join("; "),
+        }),
+        Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted) => {
+            tracing::info!(file = %path.display(), budget_ms = QUICK_CHECK_BUDGET.as_millis() as u64,
+                "the queue is large; the start-up check read part of it (`ap-intake check-store` reads all)");
+            Ok(())
+        }
+        Err(e) => Err(error_at(path, e)),
+    }
+}
+
+/// The rows of an integrity pragma other than "ok".
+fn integrity(conn: &Connection, pragma: &str) -> Result<Vec<String>, rusqlite::Error> {
+    let mut stmt = conn.prepare(&format!("PRAGMA {pragma}"))?;
+    let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+    let mut problems = Vec::new();
+    for row in rows {
+        let row = row?;
+        if row != "ok" {
+            problems.push(row);
+        }
+    }
+    Ok(problems)
+}
+
+/// `check-store` (D29): reads the whole queue in `data_dir` (the service stopped) and lists
+/// what is damaged: pages (`PRAGMA integrity_check`), items that cannot be read, counters
+/// that disagree with the items. Empty: sound. `Err`: the file cannot be read at all.
+pub fn verify_file(data_dir: &Path) -> Result<Vec<String>, StoreError> {
+    refuse_old_format(data_dir)?;
+    let path = data_dir.join(FILE_NAME);
+    if !path.is_file() {
+        return Err(StoreError::Missing(path.display().to_string()));
+    }
+    // Held for the check: a service starting meanwhile waits for it to end.
+    let _lock = super::lock(data_dir)?;
+    // Read-write so that a WAL left by a crash is recovered, as the service would.
+    let conn = connect(&path, false).map_err(|e| error_at(&path, e))?;
+    header(&conn, &path)?;
+    let mut problems = integrity(&conn, "integrity_check(100)").map_err(|e| error_at(&path, e))?;
+    if problems.is_empty() {
+        problems.extend(read::audit(&conn).map_err(|e| error_at(&path, e))?);
+    }
+    Ok(problems)
+}

@@ -1,0 +1,371 @@
+//! [`Store`] on SQLite (D28): one file, `<data_dir>/queue.sqlite3`, in WAL mode with
+//! `synchronous=FULL`, so a commit is on disk (the WAL fsync'd) when it returns (D17).
+//!
+//! ```sql
+//! -- application_id 0x41504951 ('APIQ'), user_version 1 (SCHEMA_VERSION below);
+//! -- auto_vacuum INCREMENTAL: pages freed by deliveries go back to the filesystem.
+//! CREATE TABLE item (                      -- one row per queue key (D15, D16)
+//!   key        BLOB PRIMARY KEY,           -- QueueKey bytes: space 0x00 part 0x00 part
+//!   interface  TEXT NOT NULL,              -- interface id of the latest version
+//!   state      INTEGER NOT NULL,           -- 0 pending, 1 rejected, 2 quarantined (D18, D29)
+//!   version    INTEGER NOT NULL,           -- store-wide, grows with every upsert
+//!   queued_at  INTEGER NOT NULL,           -- unix ms the key became pending; kept on resend
+//!   seq        INTEGER NOT NULL,           -- its place among keys queued in the same ms
+//!   updated_at INTEGER NOT NULL,           -- unix ms of the latest version
+//!   attempts   INTEGER NOT NULL,
+//!   last_error TEXT,                       -- last delivery failure, rejection or quarantine
+//!   xml        TEXT NOT NULL               -- the record's XML element (D19)
+//! );
+//! CREATE INDEX item_line ON item (interface, state, queued_at, seq);   -- delivery order
+//! CREATE TABLE counter (interface TEXT, kind TEXT, n INTEGER NOT NULL,
+//!                       PRIMARY KEY (interface, kind)) WITHOUT ROWID;
+//!                                          -- pending, rejected, quarantined, delivered
+//! CREATE TABLE backoff (interface TEXT PRIMARY KEY, failures INTEGER NOT NULL,
+//!                       next_attempt_ms INTEGER NOT NULL, last_error TEXT,
+//!                       last_error_ms INTEGER) WITHOUT ROWID;
+//! CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+//!                                          -- next_version, probe
+//! ```
+//!
+//! One writer connection (behind a mutex) runs every change as one transaction; the intake's
+//! [`super::Writer`] hands it the records of many requests at once, so they share one fsync.
+//! Reads use connections of their own, which in WAL mode never block the writer. A thread
+//! checkpoints the WAL into the main file in the background (PASSIVE, so it never waits
+//! for the writer) and returns free pages to the filesystem after large deliveries.
+
+mod check;
+mod read;
+mod store;
+mod write;
+
+pub use check::verify_file;
+
+use super::space::Space;
+use super::StoreError;
+use rusqlite::{Connection, OpenFlags};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The queue file in a data directory.
+pub const FILE_NAME: &str = "queue.sqlite3";
+
+/// Marks a file as an ap-intake queue (`PRAGMA application_id`, "APIQ").
+const APPLICATION_ID: i64 = 0x4150_4951;
+/// The schema this version reads and writes (`PRAGMA user_version`).
+const SCHEMA_VERSION: i64 = 1;
+
+/// How long a connection waits for a lock another connection (the CLI beside the service, a
+/// checkpoint) holds before reporting the store busy.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the background thread checkpoints the WAL.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+/// The writer checkpoints by itself only when the WAL has grown this far (pages), a safety
+/// net should the background thread fall behind.
+const AUTOCHECKPOINT_PAGES: i64 = 16_384;
+/// After a checkpoint the WAL file is cut back to this size.
+const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+/// Free pages are returned to the filesystem when they are more than a quarter of the file
+/// and at least this many, this many per step.
+const VACUUM_STEP_PAGES: i64 = 4096;
+
+/// How a store is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The service: create the file when absent, check it (bounded, D29), checkpoint in the
+    /// background.
+    Serve,
+    /// An operator command on a stopped service: the file must exist; checked like `Serve`.
+    Inspect,
+}
+
+struct WriterConn {
+    conn: Connection,
+    next_version: u64,
+}
+
+/// The queue in `<data_dir>/queue.sqlite3`.
+pub struct SqliteStore {
+    path: PathBuf,
+    writer: Arc<Mutex<WriterConn>>,
+    readers: Mutex<Vec<Connection>>,
+    space: Space,
+    /// Set when SQLite reported damage: the store is never served silently (D29).
+    damaged: Mutex<Option<String>>,
+    checkpointer: Option<Checkpointer>,
+    /// Held while the service runs: one service per data directory.
+    _lock: Option<std::fs::File>,
+}
+
+/// The lock file beside the queue.
+const LOCK_NAME: &str = "queue.lock";
+
+/// Takes the service's lock on `data_dir`, refusing when another service holds it.
+fn lock(data_dir: &Path) -> Result<std::fs::File, StoreError> {
+    use rustix::fs::{FlockOperation, flock};
+    let path = data_dir.join(LOCK_NAME);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(StoreError::Busy(data_dir.display().to_string())),
+        Err(e) => Err(StoreError::Io(e.into())),
+    }
+}
+
+impl SqliteStore {
+    /// Opens (or, in [`Mode::Serve`], creates) the queue in `data_dir`, refusing a damaged
+    /// file or one in the old format (D28, D29). `min_free_bytes`: below it writes are
+    /// refused as "storage is full" (D30).
+    pub fn open(data_dir: &Path, mode: Mode, min_free_bytes: u64) -> Result<Self, StoreError> {
+        check::refuse_old_format(data_dir)?;
+        let lock = match mode {
+            Mode::Serve => Some(lock(data_dir)?),
+            Mode::Inspect => None,
+        };
+        let path = data_dir.join(FILE_NAME);
+        if mode == Mode::Inspect && !path.is_file() {
+            return Err(StoreError::Missing(path.display().to_string()));
+        }
+        let fresh = !path.exists();
+        let mut conn = connect(&path, true).map_err(|e| error_at(&path, e))?;
+        if fresh {
+            create_schema(&mut conn).map_err(|e| error_at(&path, e))?;
+        }
+        check::quick(&mut conn, &path)?;
+        let next_version = read::next_version(&conn).map_err(|e| error_at(&path, e))?;
+        let writer = Arc::new(Mutex::new(WriterConn { conn, next_version }));
+        let checkpointer = match mode {
+            Mode::Serve => Some(Checkpointer::start(&path, Arc::clone(&writer))?),
+            Mode::Inspect => None,
+        };
+        Ok(Self {
+            space: Space::new(data_dir, min_free_bytes),
+            path,
+            writer,
+            readers: Mutex::new(Vec::new()),
+            damaged: Mutex::new(None),
+            checkpointer,
+            _lock: lock,
+        })
+    }
+
+    /// Whether a queue file exists in `data_dir`.
+    pub fn exists(data_dir: &Path) -> bool {
+        data_dir.join(FILE_NAME).is_file()
+    }
+
+    /// The queue file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` on a read connection (one from the pool, or a new one).
+    fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
+    ) -> Result<T, StoreError> {
+        let pooled = self.readers.lock().ok().and_then(|mut p| p.pop());
+        let conn = match pooled {
+            Some(c) => c,
+            None => connect(&self.path, false).map_err(|e| self.fail(e))?,
+        };
+        let out = f(&conn).map_err(|e| self.fail(e));
+        if let Ok(mut pool) = self.readers.lock() {
+            if pool.len() < 4 {
+                pool.push(conn);
+            }
+        }
+        out
+    }
+
+    /// Runs `f` in one write transaction (IMMEDIATE: it holds the write lock from the
+    /// start, so it never has to be retried). With `grows`, the free-space rule (D30) is
+    /// checked first: deliveries, which free space, run even when intake is refused.
+    fn write<T>(
+        &self,
+        grows: bool,
+        f: impl FnOnce(&rusqlite::Transaction<'_>, &mut u64) -> Result<T, rusqlite::Error>,
+    ) -> Result<T, StoreError> {
+        if grows {
+            self.space.check()?;
+        }
+        let mut w = self
+            .writer
+            .lock()
+            .map_err(|_| StoreError::Unavailable("queue writer lock poisoned".into()))?;
+        let WriterConn { conn, next_version } = &mut *w;
+        let mut version = *next_version;
+        let result = (|| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let out = f(&tx, &mut version)?;
+            if version != *next_version {
+                write::set_next_version(&tx, version)?;
+            }
+            tx.commit()?;
+            Ok(out)
+        })();
+        match result {
+            Ok(out) => {
+                *next_version = version;
+                Ok(out)
+            }
+            Err(e) => {
+                // A failed commit (disk full, I/O error) may leave the transaction open.
+                if !conn.is_autocommit() {
+                    let _ = conn.execute_batch("ROLLBACK");
+                }
+                Err(self.fail(e))
+            }
+        }
+    }
+
+    /// Turns an engine error into the product's, remembering damage.
+    fn fail(&self, e: rusqlite::Error) -> StoreError {
+        let err = error_at(&self.path, e);
+        if let StoreError::Damaged { detail, .. } = &err {
+            tracing::error!(file = %self.path.display(), %detail,
+                "the queue database is damaged; stop the service and run `ap-intake check-store`");
+            if let Ok(mut d) = self.damaged.lock() {
+                d.get_or_insert_with(|| detail.clone());
+            }
+        }
+        err
+    }
+
+    fn damage(&self) -> Option<String> {
+        self.damaged.lock().ok().and_then(|d| d.clone())
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        if let Some(c) = self.checkpointer.take() {
+            c.stop();
+        }
+        // The connections close now; the last one checkpoints and removes the WAL, so a
+        // stopped queue is one self-contained file.
+    }
+}
+
+/// Opens a connection with the durability settings every connection of the store shares.
+fn connect(path: &Path, create: bool) -> Result<Connection, rusqlite::Error> {
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+            Some(format!(
+                "the queue file cannot use a write-ahead log (journal mode {mode})"
+            )),
+        ));
+    }
+    pragma(&conn, "synchronous=FULL")?;
+    pragma(&conn, &format!("wal_autocheckpoint={AUTOCHECKPOINT_PAGES}"))?;
+    pragma(&conn, &format!("journal_size_limit={WAL_SIZE_LIMIT}"))?;
+    Ok(conn)
+}
+
+/// Runs a pragma to the end, ignoring the rows some of them answer with.
+pub(super) fn pragma(conn: &Connection, body: &str) -> Result<(), rusqlite::Error> {
+    let mut stmt = conn.prepare(&format!("PRAGMA {body}"))?;
+    let mut rows = stmt.query([])?;
+    while rows.next()?.is_some() {}
+    Ok(())
+}
+
+fn create_schema(conn: &mut Connection) -> Result<(), rusqlite::Error> {
+    // auto_vacuum must be set before the first table exists.
+    pragma(conn, "auto_vacuum=INCREMENTAL")?;
+    let tx = conn.transaction()?;
+    tx.execute_batch(&format!(
+        "CREATE TABLE item (key BLOB PRIMARY KEY, interface TEXT NOT NULL,
+           state INTEGER NOT NULL, version INTEGER NOT NULL, queued_at INTEGER NOT NULL,
+           seq INTEGER NOT NULL, updated_at INTEGER NOT NULL, attempts INTEGER NOT NULL,
+           last_error TEXT, xml TEXT NOT NULL);
+         CREATE INDEX item_line ON item (interface, state, queued_at, seq);
+         CREATE TABLE counter (interface TEXT, kind TEXT, n INTEGER NOT NULL,
+           PRIMARY KEY (interface, kind)) WITHOUT ROWID;
+         CREATE TABLE backoff (interface TEXT PRIMARY KEY, failures INTEGER NOT NULL,
+           next_attempt_ms INTEGER NOT NULL, last_error TEXT, last_error_ms INTEGER)
+           WITHOUT ROWID;
+         CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+         INSERT INTO meta VALUES ('next_version', 1);
+         PRAGMA application_id={APPLICATION_ID};
+         PRAGMA user_version={SCHEMA_VERSION};"
+    ))?;
+    tx.commit()
+}
+
+/// The product's error for an engine error on the file at `path`.
+fn error_at(path: &Path, e: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode as C;
+    let file = path.display().to_string();
+    match e.sqlite_error_code() {
+        Some(C::DiskFull) => StoreError::Full(format!("the disk holding {file} is full")),
+        Some(C::DatabaseCorrupt | C::NotADatabase) => StoreError::Damaged {
+            path: file,
+            detail: e.to_string(),
+        },
+        Some(C::DatabaseBusy | C::DatabaseLocked) => StoreError::Busy(file),
+        Some(C::CannotOpen) => StoreError::Unavailable(format!("cannot open {file}: {e}")),
+        _ => StoreError::Unavailable(format!("{file}: {e}")),
+    }
+}
+
+/// The background checkpoint thread and the way to stop it.
+struct Checkpointer {
+    stop: mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Checkpointer {
+    fn start(path: &Path, writer: Arc<Mutex<WriterConn>>) -> Result<Self, StoreError> {
+        let conn = connect(path, false).map_err(|e| error_at(path, e))?;
+        let (stop, stopped) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("queue-checkpoint".into())
+            .spawn(move || {
+                while let Err(mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(CHECKPOINT_EVERY)
+                {
+                    if let Err(e) = pragma(&conn, "wal_checkpoint(PASSIVE)") {
+                        tracing::warn!(error = %e, "queue checkpoint failed; retrying");
+                    }
+                    vacuum_step(&writer);
+                }
+            })?;
+        Ok(Self { stop, thread })
+    }
+
+    fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// Returns a step of free pages to the filesystem when many are free (after a large queue
+/// was delivered), on the writer connection so it never contends for the write lock.
+fn vacuum_step(writer: &Mutex<WriterConn>) {
+    let Ok(w) = writer.lock() else { return };
+    let pages = |pragma: &str| -> i64 {
+        w.conn
+            .query_row(&format!("PRAGMA {pragma}"), [], |r| r.get(0))
+            .unwrap_or(0)
+    };
+    let (free, total) = (pages("freelist_count"), pages("page_count"));
+    if free >= VACUUM_STEP_PAGES && free * 4 > total {
+        if let Err(e) = pragma(&w.conn, &format!("incremental_vacuum({VACUUM_STEP_PAGES})")) {
+            tracing::warn!(error = %e, "returning free queue pages to the filesystem failed");
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! Reading the queue tables (schema in `mod.rs`). A row that cannot be turned back into an
+//! [`Item`] is reported, not fatal: the caller quarantines it (D29).
+
+use crate::queue::{Backoff, Item, QueueKey, State, Stats};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use std::collections::HashMap;
+
+/// The columns [`decode`] reads, after the rowid.
+pub(super) const COLUMNS: &str =
+    "rowid, key, interface, state, version, queued_at, seq, updated_at, attempts, last_error, xml";
+
+/// A row that could not be read: its rowid and why.
+pub(super) type Unreadable = (i64, String);
+
+/// The state's number in the `state` column.
+pub(super) fn state_code(state: State) -> i64 {
+    match state {
+        State::Pending => 0,
+        State::Rejected => 1,
+        State::Quarantined => 2,
+    }
+}
+
+/// The counter kind of a state.
+pub(super) fn kind(state: State) -> &'static str {
+    match state {
+        State::Pending => "pending",
+        State::Rejected => "rejected",
+        State::Quarantined => "quarantined",
+    }
+}
+
+/// Why a row is not an item: the database failed, or the row itself is wrong.
+enum Bad {
+    Sql(rusqlite::Error),
+    Row(String),
+}
+
+impl From<rusqlite::Error> for Bad {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Sql(e)
+    }
+}
+
+/// An item row (selected with [`COLUMNS`]), or why it cannot be read.
+pub(super) fn decode(row: &Row<'_>) -> rusqlite::Result<Result<(QueueKey, Item), Unreadable>> {
+    let rowid: i64 = row.get(0)?;
+    match cells(row) {
+        Ok(item) => Ok(Ok(item)),
+        Err(Bad::Row(reason)) => Ok(Err((rowid, reason))),
+        Err(Bad::Sql(e)) => Err(e),
+    }
+}
+
+fn cells(row: &Row<'_>) -> Result<(QueueKey, Item), Bad> {
+    let int = |i: usize, name: &str| -> Result<u64, Bad> {
+        match row.get_ref(i)? {
+            ValueRef::Integer(n) if n >= 0 => Ok(n as u64),
+            other => Err(Bad::Row(format!("{name} is {other:?}, not a count"))),
+        }
+    };
+    let text = |i: usize, name: &str| -> Result<String, Bad> {
+        match row.get_ref(i)? {
+            ValueRef::Text(t) => String::from_utf8(t.to_vec())
+                .map_err(|e| Bad::Row(format!("{name} is not valid UTF-8 ({e})"))),
+            other => Err(Bad::Row(format!("{name} is {:?}, not text", other.data_type()))),
+        }
+    };
+    let key = match row.get_ref(1)? {
+        ValueRef::Blob(b) => QueueKey::from_bytes(b),
+        other => return Err(Bad::Row(format!("key is {:?}", other.data_type()))),
+    };
+    let state = match row.get_ref(3)? {
+        ValueRef::Integer(0) => State::Pending,
+        ValueRef::Integer(1) => State::Rejected,
+        ValueRef::Integer(2) => State::Quarantined,
+        other => return Err(Bad::Row(format!("unknown state {other:?}"))),
+    };
+    let last_error = match row.get_ref(9)? {
+        ValueRef::Null => None,
+        _ => Some(text(9, "last_error")?),
+    };
+    let item = Item {
+        interface: text(2, "interface")?,
+        version: int(4, "version")?,
+        state,
+        queued_at_ms: int(5, "queued_at")?,
+        updated_at_ms: int(7, "updated_at")?,
+        attempts: u32::try_from(int(8, "attempts")?)
+            .map_err(|_| Bad::Row("attempts out of range".into()))?,
+        last_error,
+        xml: text(10, "xml")?,
+    };
+    Ok((key, item))
+}
+
+/// The next version to hand out: past every stored one, whatever the meta row says.
+pub(super) fn next_version(conn: &Connection) -> rusqlite::Result<u64> {
+    let meta: Option<i64> = conn
+        .query_row("SELECT value FROM meta WHERE name = 'next_version'", [], |r| r.get(0))
+        .optional()?;
+    let max: Option<i64> = conn.query_row("SELECT max(version) FROM item", [], |r| r.get(0))?;
+    let next = meta.unwrap_or(1).max(max.unwrap_or(0).saturating_add(1));
+    Ok(u64::try_from(next).unwrap_or(1))
+}
+
+/// The item of one key.
+pub(super) fn get(
+    conn: &Connection,
+    key: &QueueKey,
+) -> rusqlite::Result<Option<Result<(QueueKey, Item), Unreadable>>> {
+    let sql = format!("SELECT {COLUMNS} FROM item WHERE key = ?1");
+    let mut stmt = conn.prepare_cached(&sql)?;
+    stmt.query_row(params![key.as_bytes()], decode).optional()
+}
+
+/// Items of one interface in a state, in delivery order (oldest first), up to `limit`.
+pub(super) fn line(
+    conn: &Connection,
+    interface: &str,
+    state: State,
+    limit: usize,
+) -> rusqlite::Result<Vec<Result<(QueueKey, Item), Unreadable>>> {
+    let sql = format!(
+        "SELECT {COLUMNS} FROM item WHERE interface = ?1 AND state = ?2
+         ORDER BY queued_at, seq LIMIT ?3"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = stmt.query_map(params![interface, state_code(state), limit], decode)?;
+    rows.collect()
+}
+
+/// Keys in a state, of one interface or all, in delivery order per interface.
+pub(super) fn keys(
+    conn: &Connection,
+    state: State,
+    interface: Option<&str>,
+) -> rusqlite::Result<Vec<QueueKey>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT key FROM item WHERE state = ?1 AND (?2 IS NULL OR interface = ?2)
+         ORDER BY interface, queued_at, seq",
+    )?;
+    let rows = stmt.query_map(params![state_code(state), interface], |r| {
+        Ok(match r.get_ref(0)? {
+            ValueRef::Blob(b) | ValueRef::Text(b) => Some(QueueKey::from_bytes(b)),
+            _ => None,
+        })
+    })?;
+    Ok(rows.filter_map(Result::transpose).collect::<Result<_, _>>()?)
+}
+
+/// Counts, oldest pending item and retry state of one interface.
+pub(super) fn stats(conn: &Connection, interface: &str) -> rusqlite::Result<Stats> {
+    let mut counts = HashMap::new();
+    let mut stmt = conn.prepare_cached("SELECT kind, n FROM counter WHERE interface = ?1")?;
+    for row in stmt.query_map(params![interface], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+    })? {
+        let (kind, n) = row?;
+        counts.insert(kind, u64::try_from(n).unwrap_or(0));
+    }
+    let count = |k: &str| counts.get(k).copied().unwrap_or(0);
+    let oldest_pending_ms: Option<i64> = conn
+        .prepare_cached(
+            "SELECT queued_at FROM item WHERE interface = ?1 AND state = 0
+             ORDER BY queued_at, seq LIMIT 1",
+        )?
+        .query_row(params![interface], |r| r.get(0))
+        .optional()?;
+    let backoff = conn
+        .prepare_cached(
+            "SELECT failures, next_attempt_ms, last_error, last_error_ms FROM backoff
+             WHERE interface = ?1",
+        )?
+        .query_row(params![interface], |r| {
+            Ok(Backoff {
+                failures: r.get(0)?,
+                next_attempt_ms: r.get::<_, i64>(1)?.try_into().unwrap_or(0),
+                last_error: r.get(2)?,
+                last_error_ms: r.get::<_, Option<i64>>(3)?.and_then(|t| t.try_into().ok()),
+            })
+        })
+        .optional()?
+        .unwrap_or_default();
+    Ok(Stats {
+        pending: count("pending"),
+        rejected: count("rejected"),
+        quarantined: count("quarantined"),
+        delivered: count("delivered"),
+        oldest_pending_ms: oldest_pending_ms.and_then(|t| t.try_into().ok()),
+        backoff,
+    })
+}
+
+/// Every readable item, in key order.
+pub(super) fn all(conn: &Connection) -> rusqlite::Result<Vec<Result<(QueueKey, Item), Unreadable>>> {
+    let sql = format!("SELECT {COLUMNS} FROM item ORDER BY key");
+    let mut stmt = conn.prepare(&sql)?;
+    let rows = stmt.query_map([], decode)?;
+    rows.collect()
+}
+
+/// What `check-store` finds beyond damaged pages: unreadable items and counters that
+/// disagree with the items.
+pub(super) fn audit(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let mut unreadable = 0usize;
+    for row in all(conn)? {
+        if let Err((rowid, reason)) = row {
+            unreadable += 1;
+            if unreadable <= 20 {
+                problems.push(format!("item row {rowid} cannot be read: {reason}"));
+            }
+        }
+    }
+    if unreadable > 20 {
+        problems.push(format!("{unreadable} item rows cannot be read in all"));
+    }
+    let mut stmt = conn.prepare(
+        "SELECT i.interface, i.state, count(*), coalesce(c.n, 0) FROM item i
+         LEFT JOIN counter c ON c.interface = i.interface AND c.kind =
+           CASE i.state WHEN 0 THEN 'pending' WHEN 1 THEN 'rejected' ELSE 'quarantined' END
+         GROUP BY i.interface, i.state",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
+    })?;
+    for row in rows {
+        let (interface, state, items, counted) = row?;
+        if items != counted {
+            problems.push(format!(
+                "counter of {interface} state {state} says {counted}, the items are {items}"
+            ));
+        }
+    }
+    Ok(problems)
+}

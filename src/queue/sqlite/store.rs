@@ -1,0 +1,105 @@
+//! The [`Store`] trait on [`SqliteStore`]: reads on the reader connections, changes on the
+//! writer, unreadable rows quarantined where they are met (D29).
+
+use super::read::{self, Unreadable};
+use super::{SqliteStore, write};
+use crate::queue::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
+
+impl SqliteStore {
+    /// Quarantines what `rows` could not read, logging each; returns the readable items.
+    fn sift(
+        &self,
+        interface: &str,
+        rows: Vec<Result<(QueueKey, Item), Unreadable>>,
+    ) -> Result<Vec<(QueueKey, Item)>, StoreError> {
+        let (good, bad): (Vec<_>, Vec<_>) = rows.into_iter().partition(Result::is_ok);
+        let bad: Vec<Unreadable> = bad.into_iter().filter_map(Result::err).collect();
+        if !bad.is_empty() {
+            for (rowid, reason) in &bad {
+                tracing::warn!(interface, row = rowid, %reason,
+                    "a queued item cannot be read; it is quarantined (see `ap-intake status`)");
+            }
+            self.write(false, |tx, _| write::quarantine(tx, interface, &bad))?;
+        }
+        Ok(good.into_iter().filter_map(Result::ok).collect())
+    }
+}
+
+impl Store for SqliteStore {
+    fn upsert(&self, records: &[NewRecord], now_ms: u64) -> Result<(), StoreError> {
+        self.write(true, |tx, version| write::upsert(tx, records, now_ms, version))
+    }
+
+    /// Every committed transaction is already on disk (`synchronous=FULL`).
+    fn sync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn get(&self, key: &QueueKey) -> Result<Option<Item>, StoreError> {
+        match self.read(|c| read::get(c, key))? {
+            None => Ok(None),
+            Some(Ok((_, item))) => Ok(Some(item)),
+            Some(Err((_, reason))) => Err(StoreError::Corrupt {
+                key: key.to_string(),
+                reason,
+            }),
+        }
+    }
+
+    fn pending(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError> {
+        let rows = self.read(|c| read::line(c, interface, State::Pending, limit))?;
+        self.sift(interface, rows)
+    }
+
+    fn keys(&self, state: State, interface: Option<&str>) -> Result<Vec<QueueKey>, StoreError> {
+        self.read(|c| read::keys(c, state, interface))
+    }
+
+    fn delivered(&self, sent: &[Sent]) -> Result<usize, StoreError> {
+        self.write(false, |tx, _| write::delivered(tx, sent))
+    }
+
+    fn failed(&self, sent: &[Sent], error: &str) -> Result<(), StoreError> {
+        self.write(false, |tx, _| write::failed(tx, sent, error))
+    }
+
+    fn reject(&self, sent: &Sent, error: &str) -> Result<bool, StoreError> {
+        self.write(false, |tx, _| write::reject(tx, sent, error))
+    }
+
+    fn requeue(&self, key: &QueueKey) -> Result<bool, StoreError> {
+        self.write(false, |tx, _| write::requeue(tx, key))
+    }
+
+    fn discard(&self, key: &QueueKey) -> Result<bool, StoreError> {
+        self.write(false, |tx, _| write::discard(tx, key))
+    }
+
+    fn stats(&self, interface: &str) -> Result<Stats, StoreError> {
+        self.read(|c| read::stats(c, interface))
+    }
+
+    fn set_backoff(&self, interface: &str, backoff: &Backoff) -> Result<(), StoreError> {
+        self.write(false, |tx, _| write::set_backoff(tx, interface, backoff))
+    }
+
+    fn probe(&self) -> Result<(), StoreError> {
+        if let Some(detail) = self.damage() {
+            return Err(StoreError::Damaged {
+                path: self.path().display().to_string(),
+                detail,
+            });
+        }
+        match self.write(true, |tx, _| write::probe(tx, crate::queue::now_ms()))? {
+            true => Ok(()),
+            false => Err(StoreError::Unavailable(
+                "probe write did not read back".into(),
+            )),
+        }
+    }
+
+    fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError> {
+        let rows = self.read(read::all)?;
+        Ok(rows.into_iter().filter_map(Result::ok).collect())
+    }
+}

@@ -1,0 +1,271 @@
+//! Changes to the queue tables, each inside the caller's transaction (schema in `mod.rs`).
+//! Counters change with the items in the same transaction, so they stay exact.
+
+use super::read::{kind, state_code};
+use crate::queue::{NewRecord, QueueKey, Sent, State};
+use rusqlite::{OptionalExtension, Transaction, params};
+use std::collections::HashMap;
+
+/// Counter changes collected during a transaction and written once at its end.
+#[derive(Default)]
+pub(super) struct Counts(HashMap<(String, &'static str), i64>);
+
+impl Counts {
+    pub fn add(&mut self, interface: &str, kind: &'static str, delta: i64) {
+        *self.0.entry((interface.to_string(), kind)).or_default() += delta;
+    }
+
+    pub fn write(self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        let mut stmt = tx.prepare_cached(
+            "INSERT INTO counter (interface, kind, n) VALUES (?1, ?2, max(?3, 0))
+             ON CONFLICT (interface, kind) DO UPDATE SET n = max(n + ?3, 0)",
+        )?;
+        for ((interface, kind), delta) in self.0 {
+            if delta != 0 {
+                stmt.execute(params![interface, kind, delta])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What an upsert needs of the row it replaces.
+struct Old {
+    interface: String,
+    state: Option<State>,
+    queued_at: i64,
+    seq: i64,
+    attempts: i64,
+    last_error: Option<String>,
+}
+
+fn old(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<Option<Old>> {
+    let mut stmt = tx.prepare_cached(
+        "SELECT interface, state, queued_at, seq, attempts, last_error FROM item WHERE key = ?1",
+    )?;
+    stmt.query_row(params![key.as_bytes()], |r| {
+        // Read leniently: a damaged row is replaced, not a reason to refuse the new record.
+        Ok(Old {
+            interface: r.get::<_, String>(0).unwrap_or_default(),
+            state: match r.get::<_, i64>(1) {
+                Ok(0) => Some(State::Pending),
+                Ok(1) => Some(State::Rejected),
+                Ok(2) => Some(State::Quarantined),
+                _ => None,
+            },
+            queued_at: r.get(2).unwrap_or(0),
+            seq: r.get(3).unwrap_or(0),
+            attempts: r.get(4).unwrap_or(0),
+            last_error: r.get(5).unwrap_or(None),
+        })
+    })
+    .optional()
+}
+
+/// Stores records as pending (D16): a pending key keeps its place in the line, its attempts
+/// and last error; any other key goes to the end of the line. `version` is the next version
+/// to hand out, advanced per record.
+pub(super) fn upsert(
+    tx: &Transaction<'_>,
+    records: &[NewRecord],
+    now_ms: u64,
+    version: &mut u64,
+) -> rusqlite::Result<()> {
+    let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+    let mut counts = Counts::default();
+    let mut put = tx.prepare_cached(
+        "INSERT INTO item (key, interface, state, version, queued_at, seq, updated_at, attempts,
+                           last_error, xml)
+         VALUES (?1, ?2, 0, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (key) DO UPDATE SET interface = ?2, state = 0, version = ?3,
+           queued_at = ?4, seq = ?5, updated_at = ?6, attempts = ?7, last_error = ?8, xml = ?9",
+    )?;
+    for rec in records {
+        let v = i64::try_from(*version).unwrap_or(i64::MAX);
+        *version += 1;
+        let old = old(tx, &rec.key)?;
+        let (queued_at, seq, attempts, last_error) = match &old {
+            Some(o) if o.state == Some(State::Pending) => {
+                let seq = if o.interface == rec.interface { o.seq } else { v };
+                (o.queued_at, seq, o.attempts, o.last_error.clone())
+            }
+            _ => (now, v, 0, None),
+        };
+        if let Some(o) = &old {
+            if let Some(state) = o.state {
+                counts.add(&o.interface, kind(state), -1);
+            }
+        }
+        counts.add(rec.interface, kind(State::Pending), 1);
+        put.execute(params![
+            rec.key.as_bytes(),
+            rec.interface,
+            v,
+            queued_at,
+            seq,
+            now,
+            attempts,
+            last_error,
+            rec.xml
+        ])?;
+    }
+    counts.write(tx)
+}
+
+fn version(sent: &Sent) -> i64 {
+    i64::try_from(sent.version).unwrap_or(-1)
+}
+
+/// Removes delivered items still at the version sent; counts them.
+pub(super) fn delivered(tx: &Transaction<'_>, sent: &[Sent]) -> rusqlite::Result<usize> {
+    let mut counts = Counts::default();
+    let mut stmt = tx.prepare_cached(
+        "DELETE FROM item WHERE key = ?1 AND version = ?2 AND state = 0 RETURNING interface",
+    )?;
+    let mut gone = 0;
+    for s in sent {
+        let interface: Option<String> = stmt
+            .query_row(params![s.key.as_bytes(), version(s)], |r| r.get(0))
+            .optional()?;
+        if let Some(interface) = interface {
+            counts.add(&interface, kind(State::Pending), -1);
+            counts.add(&interface, "delivered", 1);
+            gone += 1;
+        }
+    }
+    counts.write(tx)?;
+    Ok(gone)
+}
+
+/// Counts a failed attempt on the items still at the version sent.
+pub(super) fn failed(tx: &Transaction<'_>, sent: &[Sent], error: &str) -> rusqlite::Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "UPDATE item SET attempts = attempts + 1, last_error = ?3
+         WHERE key = ?1 AND version = ?2 AND state = 0",
+    )?;
+    for s in sent {
+        stmt.execute(params![s.key.as_bytes(), version(s), error])?;
+    }
+    Ok(())
+}
+
+/// Parks an item the platform refused, if it is still pending at the version sent.
+pub(super) fn reject(tx: &Transaction<'_>, sent: &Sent, error: &str) -> rusqlite::Result<bool> {
+    let interface: Option<String> = tx
+        .prepare_cached(
+            "UPDATE item SET state = 1, attempts = attempts + 1, last_error = ?3
+             WHERE key = ?1 AND version = ?2 AND state = 0 RETURNING interface",
+        )?
+        .query_row(params![sent.key.as_bytes(), version(sent), error], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    let Some(interface) = interface else {
+        return Ok(false);
+    };
+    let mut counts = Counts::default();
+    counts.add(&interface, kind(State::Pending), -1);
+    counts.add(&interface, kind(State::Rejected), 1);
+    counts.write(tx)?;
+    Ok(true)
+}
+
+/// The interface and state of a parked (rejected or quarantined) item.
+fn parked(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<Option<(String, State)>> {
+    let row: Option<(String, i64)> = tx
+        .prepare_cached("SELECT interface, state FROM item WHERE key = ?1 AND state IN (1, 2)")?
+        .query_row(params![key.as_bytes()], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    Ok(row.map(|(i, s)| {
+        let state = if s == 1 { State::Rejected } else { State::Quarantined };
+        (i, state)
+    }))
+}
+
+/// Puts a rejected or quarantined item back in the line, at the place it had (D18, D29).
+pub(super) fn requeue(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<bool> {
+    let Some((interface, state)) = parked(tx, key)? else {
+        return Ok(false);
+    };
+    tx.prepare_cached("UPDATE item SET state = 0, attempts = 0 WHERE key = ?1")?
+        .execute(params![key.as_bytes()])?;
+    let mut counts = Counts::default();
+    counts.add(&interface, kind(state), -1);
+    counts.add(&interface, kind(State::Pending), 1);
+    counts.write(tx)?;
+    Ok(true)
+}
+
+/// Removes a rejected or quarantined item for good.
+pub(super) fn discard(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<bool> {
+    let Some((interface, state)) = parked(tx, key)? else {
+        return Ok(false);
+    };
+    tx.prepare_cached("DELETE FROM item WHERE key = ?1")?
+        .execute(params![key.as_bytes()])?;
+    let mut counts = Counts::default();
+    counts.add(&interface, kind(state), -1);
+    counts.write(tx)?;
+    Ok(true)
+}
+
+/// Moves pending rows that cannot be read out of the line (D29), with the reason.
+pub(super) fn quarantine(
+    tx: &Transaction<'_>,
+    interface: &str,
+    rows: &[(i64, String)],
+) -> rusqlite::Result<()> {
+    let mut counts = Counts::default();
+    let mut stmt = tx.prepare_cached(
+        "UPDATE item SET state = ?3, last_error = ?2 WHERE rowid = ?1 AND state = 0",
+    )?;
+    for (rowid, reason) in rows {
+        let reason = format!("quarantined: {reason}");
+        if stmt.execute(params![rowid, reason, state_code(State::Quarantined)])? > 0 {
+            counts.add(interface, kind(State::Pending), -1);
+            counts.add(interface, kind(State::Quarantined), 1);
+        }
+    }
+    counts.write(tx)
+}
+
+/// Stores the retry state of one interface.
+pub(super) fn set_backoff(
+    tx: &Transaction<'_>,
+    interface: &str,
+    b: &crate::queue::Backoff,
+) -> rusqlite::Result<()> {
+    let ms = |t: u64| i64::try_from(t).unwrap_or(i64::MAX);
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO backoff (interface, failures, next_attempt_ms, last_error,
+                                         last_error_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![
+        interface,
+        b.failures,
+        ms(b.next_attempt_ms),
+        b.last_error,
+        b.last_error_ms.map(ms)
+    ])?;
+    Ok(())
+}
+
+/// Records the next version to hand out.
+pub(super) fn set_next_version(tx: &Transaction<'_>, next: u64) -> rusqlite::Result<()> {
+    tx.prepare_cached("INSERT OR REPLACE INTO meta (name, value) VALUES ('next_version', ?1)")?
+        .execute(params![i64::try_from(next).unwrap_or(i64::MAX)])?;
+    Ok(())
+}
+
+/// Writes a marker and reads it back inside the transaction.
+pub(super) fn probe(tx: &Transaction<'_>, now_ms: u64) -> rusqlite::Result<bool> {
+    let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+    tx.execute(
+        "INSERT OR REPLACE INTO meta (name, value) VALUES ('probe', ?1)",
+        params![now],
+    )?;
+    let back: i64 = tx.query_row("SELECT value FROM meta WHERE name = 'probe'", [], |r| {
+        r.get(0)
+    })?;
+    Ok(back == now)
+}
