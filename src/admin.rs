@@ -3,8 +3,8 @@
 //! the data directory), readable and writable by its owner only. When no service answers,
 //! the same commands run against the store in the data directory itself.
 
-use crate::delivery::Waker;
 use crate::config::Locations;
+use crate::delivery::Waker;
 use crate::queue::{self, Item, Mode, QueueKey, State, Store, StoreError};
 use crate::status::{self, Report, Source};
 use serde::{Deserialize, Serialize};
@@ -145,7 +145,12 @@ pub fn query(at: &Locations, req: &Request) -> Result<Response, AdminError> {
         }
     }
     match queue::open(&at.storage, &at.data_dir, Mode::Inspect) {
-        Ok(store) => Ok(execute(store.as_ref(), &at.data_dir, Source::DataDirectory, req)),
+        Ok(store) => Ok(execute(
+            store.as_ref(),
+            &at.data_dir,
+            Source::DataDirectory,
+            req,
+        )),
         Err(StoreError::Missing(_)) => Err(AdminError::NoQueue(at.data_dir.clone())),
         Err(e) => Err(AdminError::Unreachable {
             socket: at.admin_socket.clone(),

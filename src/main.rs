@@ -204,7 +204,10 @@ fn check_store(config: Option<&Path>) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
         Err(e) => {
-            println!("{}: cannot be checked: {e}", at.data_dir.join(FILE_NAME).display());
+            println!(
+                "{}: cannot be checked: {e}",
+                at.data_dir.join(FILE_NAME).display()
+            );
             Ok(ExitCode::FAILURE)
         }
     }

@@ -140,12 +140,14 @@ fn open_store(config: &Config) -> Result<Arc<dyn Store>, StartError> {
         path: config.data_dir.clone(),
         source,
     })?;
-    queue::open(&config.storage, &config.data_dir, Mode::Serve).map_err(|source| {
+    let store = queue::open(&config.storage, &config.data_dir, Mode::Serve).map_err(|source| {
         StartError::Queue {
             path: config.data_dir.clone(),
             source,
         }
-    })
+    })?;
+    tracing::info!(store = %store.describe(), "queue open and checked");
+    Ok(store)
 }
 
 async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), StartError> {

@@ -289,7 +289,7 @@ fn a_refused_batch_is_split_and_only_the_culprit_parked() {
     // The operator requeues it once the platform knows the cost centre.
     platform.answer(|_| ok());
     let requeued = ap_intake::admin::query(
-        &app.data_dir(),
+        &app.locations(),
         &ap_intake::admin::Request::Requeue {
             key: "gl-code:main/BAD".into(),
         },

@@ -177,32 +177,24 @@ fn concurrent_requests_share_transactions_and_syncs_and_all_are_stored() {
 }
 
 #[test]
-fn a_queue_in_another_format_is_refused_with_a_message_that_says_what_to_do() {
+fn a_queue_in_the_old_sled_format_is_refused_with_a_message_that_says_how_to_drain_it() {
+    // D28: the files sled left in <data_dir>/queue.
     let dir = tempfile::tempdir().unwrap();
-    drop(ap_intake::queue::SledStore::open(dir.path()).unwrap());
-    let other = |format: Option<&[u8]>| {
-        let db = sled::open(dir.path().join("queue")).unwrap();
-        let meta = db.open_tree("meta").unwrap();
-        match format {
-            Some(f) => meta.insert("format", f).unwrap(),
-            None => meta.remove("format").unwrap(),
+    let old = dir.path().join("queue");
+    std::fs::create_dir_all(old.join("blobs")).unwrap();
+    std::fs::write(old.join("conf"), "segment_size: 524288\n").unwrap();
+    std::fs::write(old.join("db"), [0u8; 512]).unwrap();
+    let message =
+        match ap_intake::queue::SqliteStore::open(dir.path(), ap_intake::queue::Mode::Serve, 0) {
+            Ok(_) => panic!("a queue in the old format was opened"),
+            Err(e) => e.to_string(),
         };
-        db.open_tree("items").unwrap().insert("x", "y").unwrap();
-        db.flush().unwrap();
-    };
-    let refusal = || match ap_intake::queue::SledStore::open(dir.path()) {
-        Ok(_) => panic!("a queue in another format was opened"),
-        Err(e) => e.to_string(),
-    };
-    other(Some(&[3]));
-    let message = refusal();
-    assert!(message.contains("has format 3"), "{message}");
-    assert!(message.contains("reads format 2"), "{message}");
+    assert!(message.contains("sled"), "{message}");
+    assert!(message.contains("previous version"), "{message}");
+    assert!(message.contains("shows nothing pending"), "{message}");
+    assert!(message.contains(&old.display().to_string()), "{message}");
     assert!(
-        message.contains(&dir.path().display().to_string()),
-        "{message}"
+        !dir.path().join("queue.sqlite3").exists(),
+        "no new queue is created beside the old one"
     );
-    // A queue of the first format carries no marker.
-    other(None);
-    assert!(refusal().contains("has format 1"));
 }

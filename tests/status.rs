@@ -420,7 +420,9 @@ fn status_exits_non_zero_when_it_can_reach_neither() {
 
     // (b) A queue held open by another process (this one), and no admin socket.
     let setup = Setup::new("", NOWHERE);
-    let _held = ap_intake::queue::SledStore::open(&setup.data_dir()).unwrap();
+    let _held =
+        ap_intake::queue::SqliteStore::open(&setup.data_dir(), ap_intake::queue::Mode::Serve, 0)
+            .unwrap();
     assert!(!setup.data_dir().join("admin.sock").exists());
     let out = setup.run("status", &[]);
     let err = String::from_utf8_lossy(&out.stderr);

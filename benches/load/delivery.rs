@@ -6,7 +6,7 @@ use ap_intake::delivery::target::{PlatformClient, Target};
 use ap_intake::delivery::{Settings, Worker};
 use ap_intake::interfaces::by_path;
 use ap_intake::metrics::Metrics;
-use ap_intake::queue::{NewRecord, QueueKey, SledStore, Store, now_ms};
+use ap_intake::queue::{Mode, NewRecord, QueueKey, SqliteStore, Store, now_ms};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -50,8 +50,8 @@ async fn receiver(documents: Arc<AtomicU64>) -> std::net::SocketAddr {
 }
 
 /// Fills the queue in `data_dir` with `n` GL-code records (XML as the intake makes it).
-pub fn fill(data_dir: &Path, n: usize, label: &str) -> SledStore {
-    let store = SledStore::open(data_dir).expect("open the queue");
+pub fn fill(data_dir: &Path, n: usize, label: &str) -> SqliteStore {
+    let store = SqliteStore::open(data_dir, Mode::Serve, 0).expect("open the queue");
     let iface = by_path("/general-ledger-codes/v1").expect("GL codes");
     let validator = ap_intake::validate::Validator::load(None).expect("schemas");
     let shape = validator.shape(iface);

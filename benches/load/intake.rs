@@ -9,7 +9,7 @@ use ap_intake::budget::{Budget, Charge};
 use ap_intake::delivery::Waker;
 use ap_intake::intake::{Intake, Limits};
 use ap_intake::interfaces::Interface;
-use ap_intake::queue::{GroupCommit, SledStore, Store, Writer};
+use ap_intake::queue::{Mode, SqliteStore, Store, Writer};
 use ap_intake::validate::Validator;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -108,9 +108,9 @@ pub async fn against_service(addr: SocketAddr, load: &Load) -> Run {
 
 /// The same load without HTTP, on a fresh queue in `data_dir`.
 pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
-    let store: Arc<dyn Store> = Arc::new(SledStore::open(data_dir).expect("open the queue"));
-    let commit = GroupCommit::start(Arc::clone(&store)).expect("sync thread");
-    let writer = Writer::start(Arc::clone(&store), commit.clone()).expect("write thread");
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(data_dir, Mode::Serve, 0).expect("open the queue"));
+    let writer = Writer::start(Arc::clone(&store)).expect("write thread");
     let types = ap_intake::config::DEFAULT_ACCOUNTING_TYPES
         .map(String::from)
         .to_vec();
@@ -145,8 +145,7 @@ pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
     })
     .await;
     writer.stop();
-    commit.stop();
-    let (syncs, txns) = (commit.syncs().max(1), writer.transactions().max(1));
+    let (syncs, txns) = (writer.transactions().max(1), writer.transactions().max(1));
     let per = |n: u64| run.requests as f64 / n as f64;
     println!(
         "queue: {txns} transactions ({:.1} requests each), {syncs} syncs ({:.1} requests each)",

@@ -208,6 +208,9 @@ pub trait Store: Send + Sync + 'static {
     /// Writes and reads back a marker: the storage accepts writes (readiness check).
     fn probe(&self) -> Result<(), StoreError>;
 
+    /// What the store is and how it keeps data, in a line for the start-up log.
+    fn describe(&self) -> String;
+
     /// Every readable item, in key order (for inspection and tests; the delivery path uses
     /// [`Store::pending`], which quarantines what it cannot read).
     fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError>;

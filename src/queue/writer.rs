@@ -197,7 +197,7 @@ mod tests {
     use super::*;
     use crate::queue::{Mode, QueueKey, SqliteStore};
 
-    fn job(code: &str) -> (Job, oneshot::Receiver<Result<(), String>>) {
+    fn job(code: &str) -> (Job, oneshot::Receiver<Result<(), StoreError>>) {
         let (reply, answer) = oneshot::channel();
         let records = vec![NewRecord {
             key: QueueKey::new("gl-code", &["main", code]).unwrap(),

@@ -1,4 +1,4 @@
-//! Test harness: the real service in-process on a loopback port, a real sled queue in a temp
+//! Test harness: the real service in-process on a loopback port, a real SQLite queue in a temp
 //! dir, and real HTTP clients (ureq, and a raw socket for what ureq would tidy up).
 #![allow(dead_code)]
 
@@ -7,7 +7,7 @@ pub mod receiver;
 
 use ap_intake::config::Config;
 use ap_intake::interfaces::{self, Interface};
-use ap_intake::queue::{Item, QueueKey, SledStore, Store};
+use ap_intake::queue::{Item, Mode, QueueKey, SqliteStore, Store};
 use ap_intake::service::{self, Running};
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -170,6 +170,15 @@ impl TestApp {
 
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
+    }
+
+    /// What operator commands use to reach this service.
+    pub fn locations(&self) -> ap_intake::config::Locations {
+        ap_intake::config::Locations {
+            data_dir: self.data_dir(),
+            storage: ap_intake::config::Storage::default(),
+            admin_socket: self.data_dir().join("admin.sock"),
+        }
     }
 
     pub fn store(&self) -> Arc<dyn Store> {
@@ -352,8 +361,8 @@ pub fn assert_valid_xml(xml: &[u8], xsd: &str) {
 }
 
 /// Opens the queue of a stopped service, as a fresh process would.
-pub fn reopen(data_dir: &Path) -> SledStore {
-    SledStore::open(data_dir).unwrap()
+pub fn reopen(data_dir: &Path) -> SqliteStore {
+    SqliteStore::open(data_dir, Mode::Inspect, 0).unwrap()
 }
 
 /// xmllint's complaint when `xml` does not validate against `xsd` (a file in `schemas/`).

@@ -7,16 +7,15 @@ use ap_intake::budget::Budget;
 use ap_intake::delivery::Waker;
 use ap_intake::intake::{Intake, Limits};
 use ap_intake::interfaces::{self, Interface};
-use ap_intake::queue::{GroupCommit, SledStore, Store, Writer};
+use ap_intake::queue::{Mode, SqliteStore, Store, Writer};
 use ap_intake::validate::{Validator, cost};
 use serde_json::Value;
 use std::sync::Arc;
 
 /// An intake without HTTP over a real queue in `dir`.
-pub(super) fn intake(dir: &std::path::Path) -> (Intake, Writer, GroupCommit) {
-    let store: Arc<dyn Store> = Arc::new(SledStore::open(dir).unwrap());
-    let commit = GroupCommit::start(Arc::clone(&store)).unwrap();
-    let writer = Writer::start(store, commit.clone()).unwrap();
+pub(super) fn intake(dir: &std::path::Path) -> (Intake, Writer) {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir, Mode::Serve, 0).unwrap());
+    let writer = Writer::start(store).unwrap();
     let intake = Intake::new(
         Validator::load(None).unwrap(),
         writer.clone(),
@@ -27,7 +26,7 @@ pub(super) fn intake(dir: &std::path::Path) -> (Intake, Writer, GroupCommit) {
         },
         Waker::none(),
     );
-    (intake, writer, commit)
+    (intake, writer)
 }
 
 fn envelope_text(records: &str) -> String {
@@ -146,7 +145,7 @@ fn worst_shapes(size: usize) -> Vec<(&'static str, &'static str, String)> {
 #[test]
 fn checking_a_body_stays_within_its_estimated_cost() {
     let dir = tempfile::tempdir().unwrap();
-    let (intake, writer, commit) = intake(dir.path());
+    let (intake, writer) = intake(dir.path());
     let mut over = Vec::new();
     for (shape, path, body) in worst_shapes(512 << 10) {
         let iface: &Interface = interfaces::by_path(path).unwrap();
@@ -173,7 +172,6 @@ fn checking_a_body_stays_within_its_estimated_cost() {
     }
     assert!(over.is_empty(), "{over:#?}");
     writer.stop();
-    commit.stop();
 }
 
 /// D27: requests are admitted whole, before their bodies are read, and never wait on each

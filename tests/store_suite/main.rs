@@ -1,7 +1,7 @@
-//! The suite every queue storage backend must pass. It runs against [`SledStore`]; a new
+//! The suite every queue storage backend must pass. It runs against [`SqliteStore`]; a new
 //! backend adds one line to `backends()`.
 
-use ap_intake::queue::{Backoff, Item, NewRecord, QueueKey, Sent, SledStore, Store};
+use ap_intake::queue::{Backoff, Item, Mode, NewRecord, QueueKey, Sent, SqliteStore, Store};
 use std::path::Path;
 
 mod batches;
@@ -14,7 +14,9 @@ mod upsert;
 type Open = fn(&Path) -> Box<dyn Store>;
 
 fn backends() -> Vec<(&'static str, Open)> {
-    vec![("sled", |dir| Box::new(SledStore::open(dir).unwrap()))]
+    vec![("sqlite", |dir| {
+        Box::new(SqliteStore::open(dir, Mode::Serve, 0).unwrap())
+    })]
 }
 
 /// Runs `test` once per backend, each time with a fresh, empty data directory.

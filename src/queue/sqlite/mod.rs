@@ -40,8 +40,8 @@ mod write;
 
 pub use check::verify_file;
 
-use super::space::Space;
 use super::StoreError;
+use super::space::Space;
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -70,13 +70,32 @@ const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 /// and at least this many, this many per step.
 const VACUUM_STEP_PAGES: i64 = 4096;
 
+/// The durability settings of an open store (`SqliteStore::settings`), logged at start and
+/// asserted by the tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// `wal`.
+    pub journal_mode: String,
+    /// `FULL`: every commit fsyncs the WAL (D17).
+    pub synchronous: &'static str,
+    /// The writer's own checkpoint threshold (pages), a safety net.
+    pub wal_autocheckpoint_pages: i64,
+    /// How often the background thread checkpoints (PASSIVE); `None` for operator commands.
+    pub background_checkpoint: Option<Duration>,
+    /// `INCREMENTAL`: free pages are returned to the filesystem in steps.
+    pub auto_vacuum: &'static str,
+    /// The WAL is cut back to this many bytes after a checkpoint.
+    pub journal_size_limit: i64,
+}
+
 /// How a store is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// The service: create the file when absent, check it (bounded, D29), checkpoint in the
     /// background.
     Serve,
-    /// An operator command on a stopped service: the file must exist; checked like `Serve`.
+    /// An operator command on a stopped service: the file must exist; checked like `Serve`;
+    /// no background thread.
     Inspect,
 }
 
@@ -94,7 +113,7 @@ pub struct SqliteStore {
     /// Set when SQLite reported damage: the store is never served silently (D29).
     damaged: Mutex<Option<String>>,
     checkpointer: Option<Checkpointer>,
-    /// Held while the service runs: one service per data directory.
+    /// Held while the store is open: one service (or operator command) per data directory.
     _lock: Option<std::fs::File>,
 }
 
@@ -123,14 +142,17 @@ impl SqliteStore {
     /// refused as "storage is full" (D30).
     pub fn open(data_dir: &Path, mode: Mode, min_free_bytes: u64) -> Result<Self, StoreError> {
         check::refuse_old_format(data_dir)?;
-        let lock = match mode {
-            Mode::Serve => Some(lock(data_dir)?),
-            Mode::Inspect => None,
-        };
+        // Operator commands on a stopped service take the lock too: a service starting
+        // meanwhile waits, and a running one that does not answer on its socket is told apart
+        // from a stopped one.
         let path = data_dir.join(FILE_NAME);
         if mode == Mode::Inspect && !path.is_file() {
             return Err(StoreError::Missing(path.display().to_string()));
         }
+        if mode == Mode::Serve {
+            std::fs::create_dir_all(data_dir)?;
+        }
+        let lock = Some(lock(data_dir)?);
         let fresh = !path.exists();
         let mut conn = connect(&path, true).map_err(|e| error_at(&path, e))?;
         if fresh {
@@ -162,6 +184,42 @@ impl SqliteStore {
     /// The queue file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The durability settings in force on the writer connection, as SQLite reports them.
+    pub fn settings(&self) -> Result<Settings, StoreError> {
+        let w = self
+            .writer
+            .lock()
+            .map_err(|_| StoreError::Unavailable("queue writer lock poisoned".into()))?;
+        let text = |name: &str| -> rusqlite::Result<String> {
+            w.conn
+                .query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, String>(0))
+        };
+        let int = |name: &str| -> rusqlite::Result<i64> {
+            w.conn
+                .query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+        };
+        let read = || -> rusqlite::Result<Settings> {
+            Ok(Settings {
+                journal_mode: text("journal_mode")?,
+                synchronous: match int("synchronous")? {
+                    0 => "OFF",
+                    1 => "NORMAL",
+                    2 => "FULL",
+                    _ => "EXTRA",
+                },
+                wal_autocheckpoint_pages: int("wal_autocheckpoint")?,
+                background_checkpoint: self.checkpointer.as_ref().map(|_| CHECKPOINT_EVERY),
+                auto_vacuum: match int("auto_vacuum")? {
+                    0 => "NONE",
+                    1 => "FULL",
+                    _ => "INCREMENTAL",
+                },
+                journal_size_limit: int("journal_size_limit")?,
+            })
+        };
+        read().map_err(|e| self.fail(e))
     }
 
     /// Runs `f` on a read connection (one from the pool, or a new one).

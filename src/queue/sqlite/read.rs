@@ -64,7 +64,10 @@ fn cells(row: &Row<'_>) -> Result<(QueueKey, Item), Bad> {
         match row.get_ref(i)? {
             ValueRef::Text(t) => String::from_utf8(t.to_vec())
                 .map_err(|e| Bad::Row(format!("{name} is not valid UTF-8 ({e})"))),
-            other => Err(Bad::Row(format!("{name} is {:?}, not text", other.data_type()))),
+            other => Err(Bad::Row(format!(
+                "{name} is {:?}, not text",
+                other.data_type()
+            ))),
         }
     };
     let key = match row.get_ref(1)? {
@@ -98,7 +101,11 @@ fn cells(row: &Row<'_>) -> Result<(QueueKey, Item), Bad> {
 /// The next version to hand out: past every stored one, whatever the meta row says.
 pub(super) fn next_version(conn: &Connection) -> rusqlite::Result<u64> {
     let meta: Option<i64> = conn
-        .query_row("SELECT value FROM meta WHERE name = 'next_version'", [], |r| r.get(0))
+        .query_row(
+            "SELECT value FROM meta WHERE name = 'next_version'",
+            [],
+            |r| r.get(0),
+        )
         .optional()?;
     let max: Option<i64> = conn.query_row("SELECT max(version) FROM item", [], |r| r.get(0))?;
     let next = meta.unwrap_or(1).max(max.unwrap_or(0).saturating_add(1));
@@ -148,7 +155,7 @@ pub(super) fn keys(
             _ => None,
         })
     })?;
-    Ok(rows.filter_map(Result::transpose).collect::<Result<_, _>>()?)
+    rows.filter_map(Result::transpose).collect()
 }
 
 /// Counts, oldest pending item and retry state of one interface.
@@ -195,7 +202,9 @@ pub(super) fn stats(conn: &Connection, interface: &str) -> rusqlite::Result<Stat
 }
 
 /// Every readable item, in key order.
-pub(super) fn all(conn: &Connection) -> rusqlite::Result<Vec<Result<(QueueKey, Item), Unreadable>>> {
+pub(super) fn all(
+    conn: &Connection,
+) -> rusqlite::Result<Vec<Result<(QueueKey, Item), Unreadable>>> {
     let sql = format!("SELECT {COLUMNS} FROM item ORDER BY key");
     let mut stmt = conn.prepare(&sql)?;
     let rows = stmt.query_map([], decode)?;
@@ -225,7 +234,12 @@ pub(super) fn audit(conn: &Connection) -> rusqlite::Result<Vec<String>> {
          GROUP BY i.interface, i.state",
     )?;
     let rows = stmt.query_map([], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?))
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+            r.get::<_, i64>(3)?,
+        ))
     })?;
     for row in rows {
         let (interface, state, items, counted) = row?;

@@ -27,7 +27,9 @@ impl SqliteStore {
 
 impl Store for SqliteStore {
     fn upsert(&self, records: &[NewRecord], now_ms: u64) -> Result<(), StoreError> {
-        self.write(true, |tx, version| write::upsert(tx, records, now_ms, version))
+        self.write(true, |tx, version| {
+            write::upsert(tx, records, now_ms, version)
+        })
     }
 
     /// Every committed transaction is already on disk (`synchronous=FULL`).
@@ -95,6 +97,20 @@ impl Store for SqliteStore {
             false => Err(StoreError::Unavailable(
                 "probe write did not read back".into(),
             )),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self.settings() {
+            Ok(s) => format!(
+                "SQLite {} (journal {}, synchronous {}, checkpoint every {} ms, auto_vacuum {})",
+                self.path().display(),
+                s.journal_mode,
+                s.synchronous,
+                s.background_checkpoint.map_or(0, |d| d.as_millis()),
+                s.auto_vacuum
+            ),
+            Err(e) => format!("SQLite {} ({e})", self.path().display()),
         }
     }
 

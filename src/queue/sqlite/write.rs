@@ -86,7 +86,11 @@ pub(super) fn upsert(
         let old = old(tx, &rec.key)?;
         let (queued_at, seq, attempts, last_error) = match &old {
             Some(o) if o.state == Some(State::Pending) => {
-                let seq = if o.interface == rec.interface { o.seq } else { v };
+                let seq = if o.interface == rec.interface {
+                    o.seq
+                } else {
+                    v
+                };
                 (o.queued_at, seq, o.attempts, o.last_error.clone())
             }
             _ => (now, v, 0, None),
@@ -177,7 +181,11 @@ fn parked(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<Option<(Stri
         .query_row(params![key.as_bytes()], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     Ok(row.map(|(i, s)| {
-        let state = if s == 1 { State::Rejected } else { State::Quarantined };
+        let state = if s == 1 {
+            State::Rejected
+        } else {
+            State::Quarantined
+        };
         (i, state)
     }))
 }
