@@ -1,0 +1,1 @@
+//! Damaged queue files (D29).

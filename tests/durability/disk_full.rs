@@ -1,0 +1,1 @@
+//! A filesystem that fills (D30).
