@@ -3,6 +3,7 @@
 use super::auth::Denied;
 use crate::budget::{self, BudgetError};
 use crate::intake::{ErrorEntry, IntakeError, Outcome, Status};
+use crate::queue::StoreError;
 use crate::validate::envelope::EXPECTED_FORMAT;
 use http::{HeaderValue, StatusCode, header};
 use serde::Serialize;
@@ -171,11 +172,18 @@ impl ApiError {
                     request_id: None,
                 },
             ),
-            Self::Intake(IntakeError::Storage(_)) => json(
+            // D30 names a full disk; other storage failures are logged with the request id
+            // and the client gets the generic text.
+            Self::Intake(IntakeError::Storage(e)) => json(
                 status,
                 &Short {
                     status: Status::Failed,
-                    message: "the queue cannot store records right now; nothing was queued, retry later",
+                    message: &match e {
+                        StoreError::Full(_) => format!("{e}; nothing was queued, retry later"),
+                        _ => "the queue cannot store records right now; nothing was queued, \
+                              retry later"
+                            .to_string(),
+                    },
                     request_id: Some(request_id),
                 },
             ),
