@@ -6,3 +6,4 @@ mod common;
 
 mod damage;
 mod disk_full;
+mod socket;
