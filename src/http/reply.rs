@@ -180,6 +180,7 @@ impl ApiError {
                     status: Status::Failed,
                     message: &match e {
                         StoreError::Full(_) => format!("{e}; nothing was queued, retry later"),
+                        StoreError::Incomplete { .. } => e.to_string(),
                         _ => "the queue cannot store records right now; nothing was queued, \
                               retry later"
                             .to_string(),

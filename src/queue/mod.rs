@@ -148,6 +148,21 @@ pub enum StoreError {
          pending, stop it, then move {0} away and start this version (D28)"
     )]
     OldFormat(String),
+    /// Storing a request failed part-way: its first `stored` records are stored, the rest
+    /// are not (the request's later parts are never written after a failure).
+    #[error(
+        "{cause}; the first {stored} of the request's {total} records were stored before it, \
+         the others were not: resend the request (records already stored are replaced, not \
+         duplicated)"
+    )]
+    Incomplete {
+        /// Records stored, the first of the request.
+        stored: usize,
+        /// Records in the request.
+        total: usize,
+        /// What failed.
+        cause: Box<StoreError>,
+    },
     /// There is no queue where one was expected (operator commands never create one).
     #[error("no queue at {0}")]
     Missing(String),
@@ -168,6 +183,13 @@ pub trait Store: Send + Sync + 'static {
     /// item becomes pending again. Later records of one call win over earlier ones with the
     /// same key. Not yet durable: see [`Store::sync`].
     fn upsert(&self, records: &[NewRecord], now_ms: u64) -> Result<(), StoreError>;
+
+    /// [`Store::upsert`] for the rest of a request whose first part was stored: the
+    /// free-space rule (D30) does not refuse it, so a request once admitted is stored whole
+    /// unless the disk itself fails.
+    fn upsert_continued(&self, records: &[NewRecord], now_ms: u64) -> Result<(), StoreError> {
+        self.upsert(records, now_ms)
+    }
 
     /// Makes everything written so far durable. Stores whose every write is durable when it
     /// returns (SQLite with `synchronous=FULL`) have nothing left to do.

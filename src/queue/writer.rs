@@ -12,7 +12,7 @@ use super::batch::{BatchThread, Serve};
 use super::{NewRecord, Store, StoreError, now_ms};
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tokio::sync::oneshot;
 
 /// One transaction takes at most this many records in arrival order, and a request's records
@@ -32,6 +32,12 @@ type Reply = oneshot::Sender<Result<(), StoreError>>;
 struct Job {
     records: Vec<NewRecord>,
     reply: Reply,
+    /// The first chunk of its request: subject to the free-space rule (D30). Later chunks
+    /// are not, so a request admitted is stored whole unless the disk itself fails.
+    first: bool,
+    /// Set when a chunk of the request failed: its later chunks are not written, so what is
+    /// stored of a request is always its first records.
+    failed: Arc<AtomicBool>,
 }
 
 struct QueueWriter {
@@ -64,23 +70,49 @@ impl Writer {
     }
 
     /// Stores `records` (later records of a key win, D16) and waits until they are durable.
-    /// A large request is written in chunks of [`CHUNK_RECORDS`], in order; when one fails
-    /// the request fails (503), though earlier chunks may be stored: a resend replaces them.
+    /// A large request is written in chunks of [`CHUNK_RECORDS`], in order. Only the first
+    /// chunk is refused by the free-space rule; if the disk fails under a later one, the
+    /// error says how many of the first records were stored ([`StoreError::Incomplete`]).
     pub async fn store(&self, mut records: Vec<NewRecord>) -> Result<(), StoreError> {
-        let mut answers = Vec::with_capacity(records.len().div_ceil(CHUNK_RECORDS));
+        let total = records.len();
+        let failed = Arc::new(AtomicBool::new(false));
+        let mut answers = Vec::with_capacity(total.div_ceil(CHUNK_RECORDS));
         while !records.is_empty() {
             let rest = records.split_off(records.len().min(CHUNK_RECORDS));
             let (reply, answer) = oneshot::channel();
-            self.thread
-                .push(Job { records, reply })
-                .map_err(|_| StoreError::Unavailable("shutting down".into()))?;
-            answers.push(answer);
+            let len = records.len();
+            let job = Job {
+                records,
+                reply,
+                first: answers.is_empty(),
+                failed: Arc::clone(&failed),
+            };
+            if self.thread.push(job).is_err() {
+                failed.store(true, Ordering::Relaxed);
+                answers.push((len, None));
+                break;
+            }
+            answers.push((len, Some(answer)));
             records = rest;
         }
-        for answer in answers {
-            match answer.await {
-                Ok(result) => result?,
-                Err(_) => return Err(StoreError::Unavailable("queue writer stopped".into())),
+        let mut stored = 0;
+        for (len, answer) in answers {
+            let result = match answer {
+                Some(answer) => answer.await.unwrap_or_else(|_| {
+                    Err(StoreError::Unavailable("queue writer stopped".into()))
+                }),
+                None => Err(StoreError::Unavailable("shutting down".into())),
+            };
+            match result {
+                Ok(()) => stored += len,
+                Err(cause) if stored == 0 => return Err(cause),
+                Err(cause) => {
+                    return Err(StoreError::Incomplete {
+                        stored,
+                        total,
+                        cause: Box::new(cause),
+                    });
+                }
             }
         }
         Ok(())
@@ -148,7 +180,8 @@ fn take_small(waiting: &mut Vec<Job>) -> Vec<Job> {
             .records
             .iter()
             .all(|r| !passed.contains(r.key.as_bytes()));
-        if job.records.len() <= SMALL_JOB_RECORDS && free {
+        // A later chunk of a request never passes the chunks before it.
+        if job.first && job.records.len() <= SMALL_JOB_RECORDS && free {
             small.push(i);
         } else {
             passed.extend(job.records.iter().map(|r| r.key.as_bytes()));
@@ -160,13 +193,29 @@ fn take_small(waiting: &mut Vec<Job>) -> Vec<Job> {
 }
 
 impl QueueWriter {
-    fn write(&self, mut jobs: Vec<Job>) {
+    fn write(&self, jobs: Vec<Job>) {
+        let (jobs, skipped): (Vec<Job>, Vec<Job>) = jobs
+            .into_iter()
+            .partition(|j| !j.failed.load(Ordering::Relaxed));
+        for job in skipped {
+            let _ = job.reply.send(Err(StoreError::Unavailable(
+                "an earlier part of the request was not stored".into(),
+            )));
+        }
+        if jobs.is_empty() {
+            return;
+        }
+        let mut jobs = jobs;
         let lengths: Vec<usize> = jobs.iter().map(|j| j.records.len()).collect();
         let mut records: Vec<NewRecord> = jobs
             .iter_mut()
             .flat_map(|j| std::mem::take(&mut j.records))
             .collect();
-        let result = self.store.upsert(&records, now_ms());
+        let result = if jobs.iter().any(|j| j.first) {
+            self.store.upsert(&records, now_ms())
+        } else {
+            self.store.upsert_continued(&records, now_ms())
+        };
         self.transactions.fetch_add(1, Ordering::Relaxed);
         match result {
             Ok(()) => {
@@ -185,6 +234,7 @@ impl QueueWriter {
             Err(e) => {
                 tracing::error!(error = %e, "storing records failed; the request gets 503");
                 if let Some(job) = jobs.into_iter().next() {
+                    job.failed.store(true, Ordering::Relaxed);
                     let _ = job.reply.send(Err(e));
                 }
             }
@@ -204,7 +254,13 @@ mod tests {
             interface: "general-ledger-codes-v1",
             xml: format!("<gl_code>{code}</gl_code>"),
         }];
-        (Job { records, reply }, answer)
+        let job = Job {
+            records,
+            reply,
+            first: true,
+            failed: Arc::default(),
+        };
+        (job, answer)
     }
 
     #[test]
@@ -263,5 +319,31 @@ mod tests {
             rounds += 1;
         }
         assert_eq!(rounds, SMALL_ROUNDS + 1);
+    }
+
+    fn records(n: usize) -> Vec<NewRecord> {
+        (0..n).map(|i| job(&format!("R{i}")).0.records.remove(0)).collect()
+    }
+
+    #[test]
+    fn a_request_refused_for_space_stores_nothing_and_later_parts_are_not_refused() {
+        // D30: no room by the rule (every byte would have to stay free).
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(dir.path(), Mode::Serve, u64::MAX).unwrap());
+        let writer = Writer::start(Arc::clone(&store)).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let refused = runtime
+            .block_on(writer.store(records(CHUNK_RECORDS * 2 + 10)))
+            .unwrap_err();
+        assert!(matches!(refused, StoreError::Full(_)), "{refused}");
+        assert!(refused.to_string().starts_with("storage is full: "));
+        assert!(store.items().unwrap().is_empty(), "nothing of it stored");
+        // The rest of a request already admitted is stored even so.
+        store.upsert_continued(&records(3), now_ms()).unwrap();
+        assert_eq!(store.items().unwrap().len(), 3);
+        writer.stop();
     }
 }

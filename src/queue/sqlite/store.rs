@@ -32,6 +32,12 @@ impl Store for SqliteStore {
         })
     }
 
+    fn upsert_continued(&self, records: &[NewRecord], now_ms: u64) -> Result<(), StoreError> {
+        self.write(false, |tx, version| {
+            write::upsert(tx, records, now_ms, version)
+        })
+    }
+
     /// Every committed transaction is already on disk (`synchronous=FULL`).
     fn sync(&self) -> Result<(), StoreError> {
         Ok(())
