@@ -52,4 +52,44 @@ pub fn run(dir: &Path, records: usize) {
         stopped.as_secs_f64() * 1000.0,
         dir_size(&data) as f64 / 1048576.0
     );
+    reclaim(&data);
+}
+
+/// Removes every record as deliveries do (in settled batches of 100), then lets the store's
+/// background thread return the free pages to the filesystem; reports the size as it goes.
+fn reclaim(data: &Path) {
+    use ap_intake::queue::{Mode, Sent, SqliteStore, State, Store};
+    let store = SqliteStore::open(data, Mode::Serve, 0).expect("open the queue");
+    let iface = "general-ledger-codes-v1";
+    let started = Instant::now();
+    loop {
+        let batch = store.pending(iface, 100).expect("pending");
+        if batch.is_empty() {
+            break;
+        }
+        let sent: Vec<Sent> = batch.iter().map(|(k, i)| Sent::of(k, i)).collect();
+        store.delivered(&sent).expect("delivered");
+    }
+    assert!(store.keys(State::Pending, None).expect("keys").is_empty());
+    println!(
+        "all delivered in {:.1} s: data directory {:.0} MiB",
+        started.elapsed().as_secs_f64(),
+        dir_size(data) as f64 / 1048576.0
+    );
+    let started = Instant::now();
+    let mut last = u64::MAX;
+    while started.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_secs(2));
+        let size = dir_size(data);
+        if size == last {
+            break;
+        }
+        last = size;
+    }
+    drop(store);
+    println!(
+        "space returned in {:.0} s: data directory {:.1} MiB after the service stopped",
+        started.elapsed().as_secs_f64(),
+        dir_size(data) as f64 / 1048576.0
+    );
 }

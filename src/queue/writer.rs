@@ -322,7 +322,9 @@ mod tests {
     }
 
     fn records(n: usize) -> Vec<NewRecord> {
-        (0..n).map(|i| job(&format!("R{i}")).0.records.remove(0)).collect()
+        (0..n)
+            .map(|i| job(&format!("R{i}")).0.records.remove(0))
+            .collect()
     }
 
     #[test]

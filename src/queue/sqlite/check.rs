@@ -1,16 +1,19 @@
 //! Integrity (D29): the bounded check at every open, the full one of `check-store`, and the
 //! refusal of a data directory in the old format (D28).
 
-use super::{APPLICATION_ID, FILE_NAME, SCHEMA_VERSION, connect, error_at, read};
+use super::{APPLICATION_ID, FILE_NAME, Mode, SCHEMA_VERSION, connect, error_at, read};
 use crate::queue::StoreError;
 use rusqlite::Connection;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// How long the check at open may take. A queue of a few hundred megabytes is checked whole;
-/// of a larger one, the part read in this time (its structure and first pages), and
-/// `check-store` reads the rest.
+/// How long the check at the service's start may take. A queue of a few hundred megabytes
+/// is checked whole; of a larger one, the part read in this time, and `check-store` reads
+/// the rest.
 const QUICK_CHECK_BUDGET: Duration = Duration::from_millis(400);
+/// The same for operator commands (`status` on a stopped service must answer at once) and
+/// for `/readyz`.
+pub(super) const SHORT_CHECK_BUDGET: Duration = Duration::from_millis(50);
 
 /// Refuses a data directory holding a queue written by a version before D28 (sled).
 pub(super) fn refuse_old_format(data_dir: &Path) -> Result<(), StoreError> {
@@ -47,11 +50,25 @@ fn header(conn: &Connection, path: &Path) -> Result<(), StoreError> {
 
 /// The check at open: the header, then `PRAGMA quick_check` for at most
 /// [`QUICK_CHECK_BUDGET`]. Damage found refuses the open.
-pub(super) fn quick(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+pub(super) fn quick(conn: &mut Connection, path: &Path, mode: Mode) -> Result<(), StoreError> {
     header(conn, path)?;
+    let budget = match mode {
+        Mode::Serve => QUICK_CHECK_BUDGET,
+        Mode::Inspect => SHORT_CHECK_BUDGET,
+    };
+    bounded_check(conn, path, budget)
+}
+
+/// `PRAGMA quick_check` for at most `budget`: damage found is an error; running out of time
+/// is not (the part read was sound).
+pub(super) fn bounded_check(
+    conn: &mut Connection,
+    path: &Path,
+    budget: Duration,
+) -> Result<(), StoreError> {
     let started = Instant::now();
     if conn
-        .progress_handler(10_000, Some(move || started.elapsed() > QUICK_CHECK_BUDGET))
+        .progress_handler(10_000, Some(move || started.elapsed() > budget))
         .is_err()
     {
         // Unbounded it could keep a large queue from starting for minutes: leave it to
@@ -67,26 +84,80 @@ pub(super) fn quick(conn: &mut Connection, path: &Path) -> Result<(), StoreError
             detail: problems.join("; "),
         }),
         Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::OperationInterrupted) => {
-            tracing::info!(file = %path.display(), budget_ms = QUICK_CHECK_BUDGET.as_millis() as u64,
-                "the queue is large; the start-up check read part of it (`ap-intake check-store` reads all)");
+            tracing::debug!(file = %path.display(), budget_ms = budget.as_millis() as u64,
+                "the queue is large; the check read part of it (`ap-intake check-store` reads all)");
             Ok(())
         }
         Err(e) => Err(error_at(path, e)),
     }
 }
 
-/// The rows of an integrity pragma other than "ok".
+/// The rows of an integrity pragma other than "ok", each on one line. Damage that stops the
+/// pragma part-way is one more problem, after those it found; an interruption (time budget)
+/// with nothing found is the error.
 fn integrity(conn: &Connection, pragma: &str) -> Result<Vec<String>, rusqlite::Error> {
     let mut stmt = conn.prepare(&format!("PRAGMA {pragma}"))?;
     let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
     let mut problems = Vec::new();
     for row in rows {
-        let row = row?;
-        if row != "ok" {
-            problems.push(row);
+        match row {
+            Ok(row) if row == "ok" => {}
+            Ok(row) => problems.push(row.replace('\n', "; ")),
+            Err(e) if problems.is_empty() => return Err(e),
+            Err(e) => {
+                problems.push(e.to_string());
+                break;
+            }
         }
     }
     Ok(problems)
+}
+
+/// At the service's start: rows whose state or interface is not one this version can
+/// deliver are quarantined (D29) rather than left where no query finds them, and the
+/// counters are recounted when any was. One pass over the delivery-order index, which holds
+/// both columns (a damaged version or XML is met, and quarantined, on delivery).
+pub(super) fn sweep(conn: &mut Connection) -> Result<(), rusqlite::Error> {
+    let known: Vec<String> = crate::interfaces::INTERFACES
+        .iter()
+        .map(|i| format!("'{}'", i.id))
+        .collect();
+    let tx = conn.transaction()?;
+    let misfits: Vec<i64> = {
+        let mut stmt = tx.prepare(&format!(
+            "SELECT rowid FROM item INDEXED BY item_line
+             WHERE typeof(state) != 'integer' OR state NOT IN (0, 1, 2)
+                OR typeof(interface) != 'text' OR (state != 2 AND interface NOT IN ({}))",
+            known.join(", ")
+        ))?;
+        let rows = stmt.query_map([], |r| r.get(0))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    let mut n = 0;
+    for rowid in &misfits {
+        n += tx.execute(
+            "UPDATE item SET state = 2, last_error = 'quarantined: ' || CASE
+               WHEN typeof(state) != 'integer' OR state NOT IN (0, 1, 2)
+                 THEN 'unknown state ' || quote(state)
+               ELSE 'unknown interface ' || quote(interface) END
+             WHERE rowid = ?1",
+            [rowid],
+        )?;
+    }
+    if n > 0 {
+        tracing::warn!(
+            items = n,
+            "queued items this version cannot deliver were quarantined (see `ap-intake status`)"
+        );
+        tx.execute_batch(
+            "DELETE FROM counter WHERE kind != 'delivered';
+             INSERT INTO counter (interface, kind, n)
+               SELECT CAST(interface AS TEXT), CASE state WHEN 0 THEN 'pending'
+                 WHEN 1 THEN 'rejected' ELSE 'quarantined' END, count(*)
+               FROM item GROUP BY 1, 2;",
+        )?;
+    }
+    tx.commit()
 }
 
 /// `check-store` (D29): reads the whole queue in `data_dir` (the service stopped) and lists

@@ -88,6 +88,9 @@ pub struct Settings {
     pub journal_size_limit: i64,
 }
 
+/// How often the readiness probe reruns the (bounded) integrity check.
+const RECHECK_EVERY: Duration = Duration::from_secs(60);
+
 /// How a store is opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -112,6 +115,8 @@ pub struct SqliteStore {
     space: Space,
     /// Set when SQLite reported damage: the store is never served silently (D29).
     damaged: Mutex<Option<String>>,
+    /// When `/readyz` last ran the integrity check (it runs at most every [`RECHECK_EVERY`]).
+    last_check: Mutex<Option<std::time::Instant>>,
     checkpointer: Option<Checkpointer>,
     /// Held while the store is open: one service (or operator command) per data directory.
     _lock: Option<std::fs::File>,
@@ -158,7 +163,10 @@ impl SqliteStore {
         if fresh {
             create_schema(&mut conn).map_err(|e| error_at(&path, e))?;
         }
-        check::quick(&mut conn, &path)?;
+        check::quick(&mut conn, &path, mode)?;
+        if mode == Mode::Serve {
+            check::sweep(&mut conn).map_err(|e| error_at(&path, e))?;
+        }
         let next_version = read::next_version(&conn).map_err(|e| error_at(&path, e))?;
         let writer = Arc::new(Mutex::new(WriterConn { conn, next_version }));
         let checkpointer = match mode {
@@ -171,6 +179,7 @@ impl SqliteStore {
             writer,
             readers: Mutex::new(Vec::new()),
             damaged: Mutex::new(None),
+            last_check: Mutex::new(Some(std::time::Instant::now())),
             checkpointer,
             _lock: lock,
         })
@@ -295,6 +304,35 @@ impl SqliteStore {
         err
     }
 
+    /// The bounded integrity check, at most every [`RECHECK_EVERY`] (for `/readyz`, D29).
+    fn recheck(&self) -> Result<(), StoreError> {
+        let due = match self.last_check.lock() {
+            Ok(mut last) if last.is_none_or(|t| t.elapsed() >= RECHECK_EVERY) => {
+                *last = Some(std::time::Instant::now());
+                true
+            }
+            _ => false,
+        };
+        if !due {
+            return Ok(());
+        }
+        let pooled = self.readers.lock().ok().and_then(|mut p| p.pop());
+        let mut conn = match pooled {
+            Some(c) => c,
+            None => connect(&self.path, false).map_err(|e| self.fail(e))?,
+        };
+        let result = check::bounded_check(&mut conn, &self.path, check::SHORT_CHECK_BUDGET);
+        if let Ok(mut pool) = self.readers.lock() {
+            pool.push(conn);
+        }
+        if let Err(StoreError::Damaged { detail, .. }) = &result {
+            if let Ok(mut d) = self.damaged.lock() {
+                d.get_or_insert_with(|| detail.clone());
+            }
+        }
+        result
+    }
+
     fn damage(&self) -> Option<String> {
         self.damaged.lock().ok().and_then(|d| d.clone())
     }
@@ -318,6 +356,9 @@ fn connect(path: &Path, create: bool) -> Result<Connection, rusqlite::Error> {
     }
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Only takes effect on a file with no tables yet, and must come before switching to WAL
+    // (which writes the header); on an existing file it changes nothing.
+    pragma(&conn, "auto_vacuum=INCREMENTAL")?;
     let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(rusqlite::Error::SqliteFailure(
@@ -342,8 +383,6 @@ pub(super) fn pragma(conn: &Connection, body: &str) -> Result<(), rusqlite::Erro
 }
 
 fn create_schema(conn: &mut Connection) -> Result<(), rusqlite::Error> {
-    // auto_vacuum must be set before the first table exists.
-    pragma(conn, "auto_vacuum=INCREMENTAL")?;
     let tx = conn.transaction()?;
     tx.execute_batch(&format!(
         "CREATE TABLE item (key BLOB PRIMARY KEY, interface TEXT NOT NULL,

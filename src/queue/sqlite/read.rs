@@ -107,7 +107,12 @@ pub(super) fn next_version(conn: &Connection) -> rusqlite::Result<u64> {
             |r| r.get(0),
         )
         .optional()?;
-    let max: Option<i64> = conn.query_row("SELECT max(version) FROM item", [], |r| r.get(0))?;
+    // A damaged row's version may not be a number: it does not count (it is quarantined).
+    let max: Option<i64> = conn.query_row(
+        "SELECT max(version) FROM item WHERE typeof(version) = 'integer'",
+        [],
+        |r| r.get(0),
+    )?;
     let next = meta.unwrap_or(1).max(max.unwrap_or(0).saturating_add(1));
     Ok(u64::try_from(next).unwrap_or(1))
 }

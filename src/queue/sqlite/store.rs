@@ -98,6 +98,7 @@ impl Store for SqliteStore {
                 detail,
             });
         }
+        self.recheck()?;
         match self.write(true, |tx, _| write::probe(tx, crate::queue::now_ms()))? {
             true => Ok(()),
             false => Err(StoreError::Unavailable(
