@@ -98,23 +98,28 @@ fn cells(row: &Row<'_>) -> Result<(QueueKey, Item), Bad> {
     Ok((key, item))
 }
 
-/// The next version to hand out: past every stored one, whatever the meta row says.
+/// The next version to hand out, as the meta row keeps it (written in the same transaction
+/// as every upsert). Only when that row is missing or not a number are the items scanned.
 pub(super) fn next_version(conn: &Connection) -> rusqlite::Result<u64> {
-    let meta: Option<i64> = conn
+    let meta: Option<rusqlite::types::Value> = conn
         .query_row(
             "SELECT value FROM meta WHERE name = 'next_version'",
             [],
             |r| r.get(0),
         )
         .optional()?;
+    if let Some(rusqlite::types::Value::Integer(n)) = meta {
+        if let Ok(n) = u64::try_from(n) {
+            return Ok(n.max(1));
+        }
+    }
     // A damaged row's version may not be a number: it does not count (it is quarantined).
     let max: Option<i64> = conn.query_row(
         "SELECT max(version) FROM item WHERE typeof(version) = 'integer'",
         [],
         |r| r.get(0),
     )?;
-    let next = meta.unwrap_or(1).max(max.unwrap_or(0).saturating_add(1));
-    Ok(u64::try_from(next).unwrap_or(1))
+    Ok(u64::try_from(max.unwrap_or(0).saturating_add(1)).unwrap_or(1))
 }
 
 /// The item of one key.
