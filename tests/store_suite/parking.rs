@@ -138,3 +138,37 @@ fn an_upsert_over_a_rejected_key_makes_it_pending_with_the_new_content() {
         );
     });
 }
+
+#[test]
+fn discard_removes_a_parked_item_for_good_and_nothing_else() {
+    each_backend(|name, dir, open| {
+        let s = open(dir);
+        queue_invoices(&*s, &[("A", "<a/>"), ("B", "<b/>")], 1000);
+        assert!(
+            !s.discard(&key("inv", "A")).unwrap(),
+            "{name}: pending stays"
+        );
+        assert!(!s.discard(&key("inv", "NOPE")).unwrap(), "{name}: unknown");
+        let a = sent(&*s, &key("inv", "A"));
+        assert!(s.reject(&a, "unknown vendor").unwrap(), "{name}");
+        assert!(
+            s.discard(&key("inv", "A")).unwrap(),
+            "{name}: rejected goes"
+        );
+        assert!(s.get(&key("inv", "A")).unwrap().is_none(), "{name}");
+        assert!(s.keys(State::Rejected, None).unwrap().is_empty(), "{name}");
+        assert_eq!(
+            counts(&*s, AP),
+            (1, 0, 0),
+            "{name}: not counted as delivered"
+        );
+        assert!(!s.discard(&key("inv", "A")).unwrap(), "{name}: once");
+        // A resend after the drop queues it afresh, at the end of the line.
+        queue_invoices(&*s, &[("A", "<a2/>")], 2000);
+        assert_eq!(
+            pending_keys(&*s, AP, 10),
+            [key("inv", "B"), key("inv", "A")],
+            "{name}"
+        );
+    });
+}

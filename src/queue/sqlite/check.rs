@@ -113,23 +113,18 @@ fn integrity(conn: &Connection, pragma: &str) -> Result<Vec<String>, rusqlite::E
     Ok(problems)
 }
 
-/// At the service's start: rows whose state or interface is not one this version can
-/// deliver are quarantined (D29) rather than left where no query finds them, and the
-/// counters are recounted when any was. One pass over the delivery-order index, which holds
-/// both columns (a damaged version or XML is met, and quarantined, on delivery).
+/// At the service's start: rows whose state or interface column is damaged (not one of the
+/// states, not text) are quarantined (D29) rather than left where no query finds them, and
+/// the counters are recounted when any was. One pass over the delivery-order index, which
+/// holds both columns (a damaged version or XML is met, and quarantined, on delivery).
 pub(super) fn sweep(conn: &mut Connection) -> Result<(), rusqlite::Error> {
-    let known: Vec<String> = crate::interfaces::INTERFACES
-        .iter()
-        .map(|i| format!("'{}'", i.id))
-        .collect();
     let tx = conn.transaction()?;
     let misfits: Vec<i64> = {
-        let mut stmt = tx.prepare(&format!(
+        let mut stmt = tx.prepare(
             "SELECT rowid FROM item INDEXED BY item_line
              WHERE typeof(state) != 'integer' OR state NOT IN (0, 1, 2)
-                OR typeof(interface) != 'text' OR (state != 2 AND interface NOT IN ({}))",
-            known.join(", ")
-        ))?;
+                OR typeof(interface) != 'text'",
+        )?;
         let rows = stmt.query_map([], |r| r.get(0))?;
         rows.collect::<Result<_, _>>()?
     };
@@ -139,7 +134,7 @@ pub(super) fn sweep(conn: &mut Connection) -> Result<(), rusqlite::Error> {
             "UPDATE item SET state = 2, last_error = 'quarantined: ' || CASE
                WHEN typeof(state) != 'integer' OR state NOT IN (0, 1, 2)
                  THEN 'unknown state ' || quote(state)
-               ELSE 'unknown interface ' || quote(interface) END
+               ELSE 'interface is not text: ' || quote(interface) END
              WHERE rowid = ?1",
             [rowid],
         )?;
