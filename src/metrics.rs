@@ -171,7 +171,12 @@ impl Metrics {
     pub fn render(&self, store: &dyn Store) -> String {
         for iface in &INTERFACES {
             if let Ok(s) = store.stats(iface.id) {
-                for (state, n) in [("pending", s.pending), ("rejected", s.rejected)] {
+                let states = [
+                    ("pending", s.pending),
+                    ("rejected", s.rejected),
+                    ("quarantined", s.quarantined),
+                ];
+                for (state, n) in states {
                     self.queue
                         .get_or_create(&QueueLabels {
                             interface: iface.id.to_string(),
