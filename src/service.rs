@@ -286,19 +286,27 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     })
 }
 
-/// Resolves on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
+/// Resolves on SIGTERM or SIGINT. The handlers are in place when this returns, so a signal
+/// that arrives before the future is first polled still stops the service cleanly.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let ctrl_c = tokio::signal::ctrl_c();
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = ctrl_c => {},
-                _ = term.recv() => {},
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {},
+                    _ = int.recv() => {},
+                }
             }
-        }
-        Err(_) => {
-            let _ = ctrl_c.await;
+            (Ok(mut one), Err(_)) | (Err(_), Ok(mut one)) => {
+                one.recv().await;
+            }
+            (Err(e), Err(_)) => {
+                tracing::error!(error = %e, "cannot handle SIGTERM or SIGINT; stop the service with SIGKILL");
+                std::future::pending::<()>().await;
+            }
         }
     }
 }
@@ -311,6 +319,8 @@ pub async fn run(config: Config) -> Result<(), StartError> {
              deliveries are kept in the data directory's sandbox-sink (D21)"
         );
     }
+    // Before anything listens: a SIGTERM right after start-up stops cleanly too.
+    let stop = shutdown_signal();
     let running = start(&config).await?;
     if config.server.tls.is_none() && !config.sandbox {
         tracing::warn!("serving plain HTTP without TLS (server.plain_http = true)");
@@ -331,7 +341,7 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     };
     tracing::info!(listen = %running.addr, scheme, data_dir = %config.data_dir.display(), sandbox = config.sandbox, "ap-intake listening");
     notify(sd_notify::NotifyState::Ready);
-    shutdown_signal().await;
+    stop.await;
     notify(sd_notify::NotifyState::Stopping);
     tracing::info!("shutting down: finishing requests in flight");
     running.stop().await;
