@@ -112,7 +112,38 @@ pub fn apply(record: &mut J, slots: &[Slot], ops: &[Op]) -> Outcome {
     for op in ops {
         one(&mut cx, slots, op);
     }
+    bank_account_identity(&mut cx, slots);
     cx.out
+}
+
+/// D13: a bank account whose iban and account_number were both emptied or retyped by the
+/// mutations has no identity left, whichever ops did it.
+fn bank_account_identity(cx: &mut Ctx, slots: &[Slot]) {
+    const MESSAGE: &str = "bank account needs an iban or an account_number";
+    let mut accounts: Vec<&[Seg]> = slots
+        .iter()
+        .filter(|s| s.guarded)
+        .map(|s| &s.path[..s.path.len() - 1])
+        .collect();
+    accounts.dedup();
+    for account in accounts {
+        let Some(J::Obj(_)) = cx.record.at(account) else {
+            continue;
+        };
+        let Some(obj) = cx.record.at(account) else {
+            continue;
+        };
+        let has = |k: &str| matches!(obj.get(k), Some(J::Str(s)) if !s.is_empty());
+        let pointer = pointer(account);
+        let said = cx
+            .out
+            .expects
+            .iter()
+            .any(|e| e.path == pointer && e.error == MESSAGE);
+        if !has("iban") && !has("account_number") && !said {
+            cx.fail(account, MESSAGE.into());
+        }
+    }
 }
 
 /// The slot `sel` picks among those `fits` and still free.
