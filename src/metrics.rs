@@ -45,6 +45,7 @@ pub struct Metrics {
     delivery_attempts: Family<InterfaceLabel, Counter>,
     delivery_failures: Family<FailureLabels, Counter>,
     delivered: Family<InterfaceLabel, Counter>,
+    paused: Family<InterfaceLabel, Gauge>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -70,6 +71,7 @@ impl Default for Metrics {
             delivery_attempts: Family::default(),
             delivery_failures: Family::default(),
             delivered: Family::default(),
+            paused: Family::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -104,8 +106,13 @@ impl Default for Metrics {
         );
         r.register(
             "delivery_failures",
-            "Documents not delivered: retry (network, 408, 429, 5xx) or rejected (other 4xx)",
+            "Documents not delivered: retry (network, 408, 429, 5xx), paused (401, 403, 404, 405, 407), too_large (413) or rejected (other 4xx)",
             m.delivery_failures.clone(),
+        );
+        r.register(
+            "delivery_paused",
+            "1 while the platform refuses the configuration for the interface (D32)",
+            m.paused.clone(),
         );
         r.register(
             "delivered_records",
@@ -150,7 +157,8 @@ impl Metrics {
             .inc();
     }
 
-    /// A document that was not delivered; `kind` is `retry` or `rejected`.
+    /// A document that was not delivered; `kind` is `retry`, `paused`, `too_large` or
+    /// `rejected`.
     pub fn failure(&self, interface: &str, kind: &'static str) {
         self.delivery_failures
             .get_or_create(&FailureLabels {
@@ -176,6 +184,9 @@ impl Metrics {
                     ("rejected", s.rejected),
                     ("quarantined", s.quarantined),
                 ];
+                self.paused
+                    .get_or_create(&label(iface.id))
+                    .set(i64::from(s.backoff.paused));
                 for (state, n) in states {
                     self.queue
                         .get_or_create(&QueueLabels {

@@ -187,6 +187,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         target,
         config.delivery.settings,
         Arc::clone(&metrics),
+        Arc::new(delivery::clock::SystemClock),
     )
     .map_err(StartError::Thread)?;
     let budget = Arc::new(Budget::new(

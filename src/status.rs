@@ -57,6 +57,13 @@ pub struct InterfaceReport {
     pub last_error_ms: Option<u64>,
     /// When the next attempt is due (unix ms), if deliveries are backing off.
     pub next_retry_ms: Option<u64>,
+    /// `flowing`, `backing off` (the platform or the network failed) or `paused` (the
+    /// platform refused the configuration: credentials, URL, proxy; D32).
+    #[serde(default)]
+    pub delivery: String,
+    /// The latest successful delivery (unix ms).
+    #[serde(default)]
+    pub last_success_ms: Option<u64>,
 }
 
 /// Documents and records the sandbox sink holds.
@@ -92,6 +99,13 @@ pub fn build(store: &dyn Store, data_dir: &Path, source: Source) -> Result<Repor
                 last_error_ms: s.backoff.last_error_ms,
                 next_retry_ms: (s.backoff.next_attempt_ms > now)
                     .then_some(s.backoff.next_attempt_ms),
+                delivery: match (s.backoff.paused, s.backoff.failures) {
+                    (true, _) => "paused",
+                    (false, 0) => "flowing",
+                    (false, _) => "backing off",
+                }
+                .to_string(),
+                last_success_ms: s.backoff.last_success_ms,
             })
         })
         .collect::<Result<_, StoreError>>()?;
@@ -151,8 +165,15 @@ pub fn render(r: &Report) -> String {
     let _ = writeln!(out, "Queue status, from {from}\n");
     let _ = writeln!(
         out,
-        "{:<27} {:>8} {:>8} {:>10}  {:<14} {:<12} LAST ERROR",
-        "INTERFACE", "PENDING", "REJECTED", "DELIVERED", "OLDEST PENDING", "NEXT RETRY"
+        "{:<27} {:>8} {:>8} {:>10}  {:<11} {:<14} {:<12} {:<12} LAST ERROR",
+        "INTERFACE",
+        "PENDING",
+        "REJECTED",
+        "DELIVERED",
+        "DELIVERY",
+        "OLDEST PENDING",
+        "NEXT RETRY",
+        "LAST SUCCESS"
     );
     for i in &r.interfaces {
         let oldest = i.oldest_pending_age_secs.map_or("-".into(), human_secs);
@@ -169,10 +190,29 @@ pub fn render(r: &Report) -> String {
             .chars()
             .take(80)
             .collect();
+        let success = i.last_success_ms.map_or("-".into(), |t| {
+            format!(
+                "{} ago",
+                human_secs(r.generated_at_ms.saturating_sub(t) / 1000)
+            )
+        });
+        let delivery = match i.delivery.as_str() {
+            "paused" => "PAUSED",
+            other => other,
+        };
         let _ = writeln!(
             out,
-            "{:<27} {:>8} {:>8} {:>10}  {:<14} {:<12} {}",
-            i.path, i.pending, i.rejected, i.delivered, oldest, retry, error
+            "{:<27} {:>8} {:>8} {:>10}  {:<11} {:<14} {:<12} {:<12} {}",
+            i.path, i.pending, i.rejected, i.delivered, delivery, oldest, retry, success, error
+        );
+    }
+    for i in r.interfaces.iter().filter(|i| i.delivery == "paused") {
+        let _ = writeln!(
+            out,
+            "\n{}: delivery PAUSED: the platform refuses the configuration ({}). Check \
+             [platform] url and credentials; delivery resumes by itself once it accepts.",
+            i.path,
+            i.last_error.as_deref().unwrap_or("-")
         );
     }
     for i in r.interfaces.iter().filter(|i| i.quarantined > 0) {

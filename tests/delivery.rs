@@ -338,7 +338,7 @@ fn a_record_replaced_during_its_delivery_is_delivered_again() {
 }
 
 #[test]
-fn retry_state_survives_a_restart() {
+fn retry_state_survives_a_restart_and_its_time_is_clamped_to_the_cap() {
     let platform = Receiver::start();
     platform.answer(|_| {
         (
@@ -348,7 +348,8 @@ fn retry_state_survives_a_restart() {
         )
     });
     let dir = tempfile::tempdir().unwrap();
-    let text = config_for(&dir.path().join("data"), "", &platform.url(), FAST);
+    let slow = "[delivery]\nbackoff_base_ms = 20\nbackoff_cap_ms = 2000\ntimeout_secs = 5\n";
+    let text = config_for(&dir.path().join("data"), "", &platform.url(), slow);
     let config = ap_intake::config::Config::parse(&text, std::path::Path::new("t.toml")).unwrap();
     let app = TestApp::start_config(dir, config.clone());
     app.post_records(GL, &[gl("S", "s")]);
@@ -359,10 +360,15 @@ fn retry_state_survives_a_restart() {
     assert_eq!(
         platform.received().len(),
         1,
-        "no new attempt before the stored next-attempt time"
+        "no new attempt right after the restart: the stored retry time holds"
     );
     let stats = app.store().stats("general-ledger-codes-v1").unwrap();
     assert_eq!(stats.backoff.failures, 1);
     assert!(stats.backoff.next_attempt_ms > ap_intake::queue::now_ms() + 3_000_000);
     assert_eq!(stats.pending, 1);
+    // D31: read back, the hour of Retry-After is clamped to the backoff cap (2 s).
+    assert!(
+        platform.wait_for(Duration::from_secs(5), |r| r.len() == 2),
+        "a stored retry time is clamped to the cap when read"
+    );
 }

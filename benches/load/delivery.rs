@@ -102,6 +102,7 @@ pub async fn drain(data_dir: &Path, n: usize, batch_size: usize) -> f64 {
         target,
         settings,
         Arc::new(Metrics::default()),
+        Arc::new(ap_intake::delivery::clock::SystemClock),
     )
     .expect("worker");
     let iface = "general-ledger-codes-v1";

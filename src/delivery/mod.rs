@@ -1,22 +1,26 @@
-//! The delivery worker (D18): one thread, off tokio's workers, that drains the queue to the
-//! platform. Each round it sends at most one batch per interface whose backoff has passed: one
-//! XML document of up to `batch_size` records, oldest first. 2xx removes the records (if not
-//! replaced meanwhile); network errors, 408, 429 and 5xx back the interface off and are retried
-//! forever; another 4xx is retried record by record to find the culprit, which is parked as
-//! rejected with the platform's answer.
+//! Delivery to the platform (D18, D31, D32): one thread per interface (a *lane*), off tokio's
+//! workers, each with its own backoff, so an endpoint that hangs or fails, or a store error
+//! met on one interface, delays no other. A lane sends one XML document of up to
+//! `batch_size` records at a time, oldest first. 2xx removes the records (if not replaced
+//! meanwhile); network errors, 408, 429 and 5xx back the lane off and are retried forever;
+//! 401, 403, 404, 405 and 407 pause it the same way without touching the records; 413
+//! halves the batch; another 4xx is retried record by record to find the culprit, which is
+//! parked as rejected with the platform's answer.
 
 pub mod backoff;
+pub mod clock;
+mod lane;
 pub mod target;
 
-use crate::interfaces::{INTERFACES, Interface};
+use crate::interfaces::INTERFACES;
 use crate::metrics::Metrics;
-use crate::queue::{Backoff, Item, QueueKey, Sent, Store, StoreError, now_ms};
-use crate::xml;
+use crate::queue::Store;
+use clock::Clock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use target::{Answer, Target};
+use std::time::{Duration, Instant};
+use target::Target;
 
 /// `[delivery]` settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,211 +31,105 @@ pub struct Settings {
     pub backoff: backoff::Policy,
 }
 
-/// How long an idle worker sleeps before it looks again without being woken.
-const IDLE: Duration = Duration::from_secs(5);
-
-/// Wakes the worker when there is new work (records stored, a record requeued).
+/// Wakes the lanes when there is new work (records stored, a record requeued).
 #[derive(Clone)]
-pub struct Waker(Option<SyncSender<()>>);
+pub struct Waker(Arc<Vec<SyncSender<()>>>);
 
 impl Waker {
     /// A waker that wakes nothing (for an intake without delivery).
     pub fn none() -> Self {
-        Self(None)
+        Self(Arc::new(Vec::new()))
     }
 
-    /// Asks the worker to look at the queue now.
+    /// Asks every lane to look at the queue now (a lane backing off stays put).
     pub fn wake(&self) {
-        if let Some(tx) = &self.0 {
+        for tx in self.0.iter() {
             let _ = tx.try_send(()); // a wake-up already queued covers this one
         }
     }
 }
 
-/// The running worker thread.
+/// What every lane shares.
+struct Shared {
+    store: Arc<dyn Store>,
+    target: Target,
+    settings: Settings,
+    stop: AtomicBool,
+    metrics: Arc<Metrics>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// The running lanes.
 pub struct Worker {
-    stop: Arc<AtomicBool>,
+    shared: Arc<Shared>,
     waker: Waker,
     done: Mutex<Receiver<()>>,
+    lanes: usize,
 }
 
 impl Worker {
-    /// Starts the worker over `store`, sending to `target`.
+    /// Starts one lane per interface over `store`, sending to `target`; `clock` dates what is
+    /// stored (the system clock but in tests).
     pub fn start(
         store: Arc<dyn Store>,
         target: Target,
         settings: Settings,
         metrics: Arc<Metrics>,
+        clock: Arc<dyn Clock>,
     ) -> std::io::Result<(Self, Waker)> {
-        let (wake_tx, wake_rx) = sync_channel(1);
-        let (done_tx, done) = sync_channel(1);
-        let stop = Arc::new(AtomicBool::new(false));
-        let waker = Waker(Some(wake_tx));
-        let ctx = Ctx {
+        let shared = Arc::new(Shared {
             store,
             target,
             settings,
-            stop: Arc::clone(&stop),
+            stop: AtomicBool::new(false),
             metrics,
-        };
-        std::thread::Builder::new()
-            .name("delivery".into())
-            .spawn(move || {
-                ctx.run(&wake_rx);
-                let _ = done_tx.send(());
-            })?;
+            clock,
+        });
+        let (done_tx, done) = sync_channel(INTERFACES.len());
+        let mut wakers = Vec::with_capacity(INTERFACES.len());
+        for iface in &INTERFACES {
+            let (wake_tx, wake_rx) = sync_channel(1);
+            wakers.push(wake_tx);
+            let lane = lane::Lane::new(iface, Arc::clone(&shared), wake_rx);
+            let done_tx = done_tx.clone();
+            std::thread::Builder::new()
+                .name(format!("deliver-{}", iface.id))
+                .spawn(move || {
+                    lane.run();
+                    let _ = done_tx.send(());
+                })?;
+        }
+        let waker = Waker(Arc::new(wakers));
         Ok((
             Self {
-                stop,
+                shared,
                 waker: waker.clone(),
                 done: Mutex::new(done),
+                lanes: INTERFACES.len(),
             },
             waker,
         ))
     }
 
-    /// Stops the worker, waiting up to `deadline` for a delivery in flight. A batch cut off
-    /// stays pending and is sent again after the restart (at-least-once).
+    /// Stops the lanes, waiting up to `deadline` for deliveries in flight. A batch cut off
+    /// stays pending and is sent again after the restart (at-least-once). False when some
+    /// lane did not stop in time.
     pub fn stop(self, deadline: Duration) -> bool {
-        self.stop.store(true, Ordering::Relaxed);
+        self.shared.stop.store(true, Ordering::Relaxed);
         self.waker.wake();
-        self.done
-            .lock()
-            .map(|done| done.recv_timeout(deadline).is_ok())
-            .unwrap_or(false)
-    }
-}
-
-struct Ctx {
-    store: Arc<dyn Store>,
-    target: Target,
-    settings: Settings,
-    stop: Arc<AtomicBool>,
-    metrics: Arc<Metrics>,
-}
-
-type Batch = Vec<(QueueKey, Item)>;
-
-impl Ctx {
-    fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
-    }
-
-    fn run(&self, wake: &Receiver<()>) {
-        while !self.stopping() {
-            let wait = match self.round() {
-                Ok(Some(wait)) => wait,
-                Ok(None) => continue, // sent something: look again at once
-                Err(e) => {
-                    tracing::error!(error = %e, "delivery: queue storage failed; retrying");
-                    Duration::from_secs(1)
-                }
-            };
-            match wake.recv_timeout(wait) {
-                Ok(()) | Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
-        }
-    }
-
-    /// One batch for every interface that is due. `None` when something was sent, else how
-    /// long to wait until an interface is due.
-    fn round(&self) -> Result<Option<Duration>, StoreError> {
-        let now = now_ms();
-        let mut wait = IDLE;
-        let mut sent = false;
-        for iface in &INTERFACES {
-            if self.stopping() {
-                break;
-            }
-            let backoff = self.store.stats(iface.id)?.backoff;
-            if backoff.next_attempt_ms > now {
-                wait = wait.min(Duration::from_millis(backoff.next_attempt_ms - now));
-                continue;
-            }
-            let batch = self.store.pending(iface.id, self.settings.batch_size)?;
-            if !batch.is_empty() {
-                self.deliver(iface, &batch, backoff)?;
-                sent = true;
-            }
-        }
-        Ok((!sent).then_some(wait))
-    }
-
-    fn deliver(
-        &self,
-        iface: &Interface,
-        batch: &Batch,
-        mut backoff: Backoff,
-    ) -> Result<(), StoreError> {
-        match self.attempt(iface, batch)? {
-            Answer::Delivered | Answer::Rejected { .. } if backoff.failures > 0 => {
-                // The platform answers again.
-                backoff.failures = 0;
-                backoff.next_attempt_ms = 0;
-                self.store.set_backoff(iface.id, &backoff)?;
-            }
-            Answer::Retry { error, retry_after } => {
-                backoff.failures = backoff.failures.saturating_add(1);
-                let delay = self.settings.backoff.delay(backoff.failures, retry_after);
-                let now = now_ms();
-                backoff.next_attempt_ms = now + delay.as_millis() as u64;
-                backoff.last_error = Some(error.clone());
-                backoff.last_error_ms = Some(now);
-                self.store.set_backoff(iface.id, &backoff)?;
-                tracing::warn!(interface = iface.id, records = batch.len(), failures = backoff.failures,
-                    retry_in_ms = delay.as_millis() as u64, %error, "delivery failed; will retry");
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-
-    /// Sends `batch` as one document and settles it in the queue. A refused batch of several
-    /// records is sent again record by record, so only the culprits are parked.
-    fn attempt(&self, iface: &Interface, batch: &Batch) -> Result<Answer, StoreError> {
-        let sent: Vec<Sent> = batch
-            .iter()
-            .map(|(key, item)| Sent::of(key, item))
-            .collect();
-        let doc = xml::document(iface, batch.iter().map(|(_, i)| i.xml.as_bytes()));
-        self.metrics.attempt(iface.id);
-        let answer = self.target.send(iface, &doc, batch.len());
-        if matches!(answer, Answer::Rejected { .. }) {
-            self.metrics.failure(iface.id, "rejected");
-        }
-        match &answer {
-            Answer::Delivered => {
-                let gone = self.store.delivered(&sent)?;
-                self.metrics.delivered(iface.id, batch.len());
-                tracing::info!(
-                    interface = iface.id,
-                    records = batch.len(),
-                    removed = gone,
-                    "delivered"
-                );
-            }
-            Answer::Retry { error, .. } => {
-                self.metrics.failure(iface.id, "retry");
-                self.store.failed(&sent, error)?;
-            }
-            Answer::Rejected { error } if batch.len() == 1 => {
-                self.store.reject(&sent[0], error)?;
-                tracing::warn!(interface = iface.id, key = %batch[0].0, %error, "platform rejected the record; parked");
-            }
-            Answer::Rejected { error } => {
-                tracing::warn!(interface = iface.id, records = batch.len(), %error,
-                    "platform rejected a batch; sending its records one by one");
-                for one in batch {
-                    if self.stopping() {
-                        break;
-                    }
-                    if let retry @ Answer::Retry { .. } = self.attempt(iface, &vec![one.clone()])? {
-                        return Ok(retry);
-                    }
-                }
-            }
-        }
-        Ok(answer)
+        let until = Instant::now() + deadline;
+        let Ok(done) = self.done.lock() else {
+            return false;
+        };
+        (0..self.lanes).all(|_| {
+            let left = until.saturating_duration_since(Instant::now());
+            done.recv_timeout(left).is_ok()
+        })
     }
 }

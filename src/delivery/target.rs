@@ -21,6 +21,17 @@ pub enum Answer {
         /// The platform's `Retry-After`.
         retry_after: Option<Duration>,
     },
+    /// 401, 403, 404, 405, 407: the platform refuses the configuration (credentials, URL,
+    /// proxy), not the records; delivery of the interface pauses (D32).
+    Paused {
+        /// The status and the start of the answer, for logs and `status`.
+        error: String,
+    },
+    /// 413: the document is too large; the batch is halved (D32).
+    TooLarge {
+        /// The status and the start of the answer.
+        error: String,
+    },
     /// Another 4xx: the platform refuses the content.
     Rejected {
         /// The status and the start of the answer, kept with a parked record.
@@ -117,14 +128,33 @@ impl PlatformClient {
             .as_reader()
             .take(BODY_START)
             .read_to_end(&mut start);
-        let error = format!("HTTP {status}: {}", String::from_utf8_lossy(&start).trim());
+        let location = resp
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .map(|l| format!(" (Location: {l}; redirects are not followed: check [platform] url)"))
+            .unwrap_or_default();
+        let error = reason(resp.status(), &String::from_utf8_lossy(&start), &location);
         match status {
             200..=299 => Answer::Delivered,
             408 | 429 => Answer::Retry { error, retry_after },
+            401 | 403 | 404 | 405 | 407 => Answer::Paused { error },
+            413 => Answer::TooLarge { error },
             400..=499 => Answer::Rejected { error },
             _ => Answer::Retry { error, retry_after },
         }
     }
+}
+
+/// The reason kept for a non-2xx answer: never empty (D32), whatever the platform sent.
+fn reason(status: http::StatusCode, body: &str, location: &str) -> String {
+    let body = body.trim();
+    let text = if body.is_empty() {
+        status.canonical_reason().unwrap_or("no reason given")
+    } else {
+        body
+    };
+    format!("HTTP {}: {text}{location}", status.as_u16())
 }
 
 /// The sandbox's stand-in for the platform: keeps every document it receives as a file in

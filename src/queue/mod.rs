@@ -95,6 +95,13 @@ pub struct Backoff {
     pub last_error: Option<String>,
     /// When it happened (unix ms).
     pub last_error_ms: Option<u64>,
+    /// The platform's answer concerns the configuration (401, 403, 404, 405, 407): delivery
+    /// of the interface is paused until it accepts again (D32).
+    #[serde(default)]
+    pub paused: bool,
+    /// The latest successful delivery (unix ms).
+    #[serde(default)]
+    pub last_success_ms: Option<u64>,
 }
 
 /// What `status` shows of one interface.

@@ -137,5 +137,7 @@ fn backoff(failures: u32, error: &str) -> Backoff {
         next_attempt_ms: 10_000 + u64::from(failures),
         last_error: Some(error.to_string()),
         last_error_ms: Some(9_000),
+        paused: failures % 2 == 0,
+        last_success_ms: Some(8_000 + u64::from(failures)),
     }
 }

@@ -22,7 +22,8 @@
 //!                                          -- pending, rejected, quarantined, delivered
 //! CREATE TABLE backoff (interface TEXT PRIMARY KEY, failures INTEGER NOT NULL,
 //!                       next_attempt_ms INTEGER NOT NULL, last_error TEXT,
-//!                       last_error_ms INTEGER) WITHOUT ROWID;
+//!                       last_error_ms INTEGER, paused INTEGER NOT NULL DEFAULT 0,
+//!                       last_success_ms INTEGER) WITHOUT ROWID;   -- D18, D31, D32
 //! CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 //!                                          -- next_version, probe
 //! ```
@@ -164,6 +165,7 @@ impl SqliteStore {
             create_schema(&mut conn).map_err(|e| error_at(&path, e))?;
         }
         check::quick(&mut conn, &path, mode)?;
+        upgrade(&conn).map_err(|e| error_at(&path, e))?;
         if mode == Mode::Serve {
             check::sweep(&mut conn).map_err(|e| error_at(&path, e))?;
         }
@@ -393,14 +395,31 @@ fn create_schema(conn: &mut Connection) -> Result<(), rusqlite::Error> {
          CREATE TABLE counter (interface TEXT, kind TEXT, n INTEGER NOT NULL,
            PRIMARY KEY (interface, kind)) WITHOUT ROWID;
          CREATE TABLE backoff (interface TEXT PRIMARY KEY, failures INTEGER NOT NULL,
-           next_attempt_ms INTEGER NOT NULL, last_error TEXT, last_error_ms INTEGER)
-           WITHOUT ROWID;
+           next_attempt_ms INTEGER NOT NULL, last_error TEXT, last_error_ms INTEGER,
+           paused INTEGER NOT NULL DEFAULT 0, last_success_ms INTEGER) WITHOUT ROWID;
          CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
          INSERT INTO meta VALUES ('next_version', 1);
          PRAGMA application_id={APPLICATION_ID};
          PRAGMA user_version={SCHEMA_VERSION};"
     ))?;
     tx.commit()
+}
+
+/// Adds what later versions of schema 1 added: the backoff's pause and last success (D32).
+fn upgrade(conn: &Connection) -> Result<(), rusqlite::Error> {
+    let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('backoff')")?;
+    let columns: Vec<String> = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    for (column, ddl) in [
+        ("paused", "paused INTEGER NOT NULL DEFAULT 0"),
+        ("last_success_ms", "last_success_ms INTEGER"),
+    ] {
+        if !columns.iter().any(|c| c == column) {
+            conn.execute_batch(&format!("ALTER TABLE backoff ADD COLUMN {ddl}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// The product's error for an engine error on the file at `path`.

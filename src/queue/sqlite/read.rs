@@ -188,8 +188,8 @@ pub(super) fn stats(conn: &Connection, interface: &str) -> rusqlite::Result<Stat
         .optional()?;
     let backoff = conn
         .prepare_cached(
-            "SELECT failures, next_attempt_ms, last_error, last_error_ms FROM backoff
-             WHERE interface = ?1",
+            "SELECT failures, next_attempt_ms, last_error, last_error_ms, paused,
+                    last_success_ms FROM backoff WHERE interface = ?1",
         )?
         .query_row(params![interface], |r| {
             Ok(Backoff {
@@ -197,6 +197,8 @@ pub(super) fn stats(conn: &Connection, interface: &str) -> rusqlite::Result<Stat
                 next_attempt_ms: r.get::<_, i64>(1)?.try_into().unwrap_or(0),
                 last_error: r.get(2)?,
                 last_error_ms: r.get::<_, Option<i64>>(3)?.and_then(|t| t.try_into().ok()),
+                paused: r.get::<_, i64>(4)? != 0,
+                last_success_ms: r.get::<_, Option<i64>>(5)?.and_then(|t| t.try_into().ok()),
             })
         })
         .optional()?

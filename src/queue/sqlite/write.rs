@@ -246,14 +246,17 @@ pub(super) fn set_backoff(
     let ms = |t: u64| i64::try_from(t).unwrap_or(i64::MAX);
     tx.prepare_cached(
         "INSERT OR REPLACE INTO backoff (interface, failures, next_attempt_ms, last_error,
-                                         last_error_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+                                         last_error_ms, paused, last_success_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
     .execute(params![
         interface,
         b.failures,
         ms(b.next_attempt_ms),
         b.last_error,
-        b.last_error_ms.map(ms)
+        b.last_error_ms.map(ms),
+        b.paused,
+        b.last_success_ms.map(ms)
     ])?;
     Ok(())
 }
