@@ -1,10 +1,12 @@
-//! Delivery drain: N pending records sent to a local HTTP receiver that answers 200 at once.
+//! Delivery drain: N pending records, spread over one or more interfaces, sent to a local
+//! HTTP receiver that answers 200 at once, or with `--hang`, never answers the first
+//! interface's documents (D31: the others must flow as fast as without it).
 
 use ap_intake::config::Platform;
 use ap_intake::delivery::backoff::Policy;
 use ap_intake::delivery::target::{PlatformClient, Target};
 use ap_intake::delivery::{Settings, Worker};
-use ap_intake::interfaces::by_path;
+use ap_intake::interfaces::{INTERFACES, by_path};
 use ap_intake::metrics::Metrics;
 use ap_intake::queue::{Mode, NewRecord, QueueKey, SqliteStore, Store, now_ms};
 use bytes::Bytes;
@@ -16,8 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// A receiver answering 200 to every POST; counts the documents.
-async fn receiver(documents: Arc<AtomicU64>) -> std::net::SocketAddr {
+/// A receiver answering 200 to every POST, but never to those whose path ends in `hang`;
+/// counts the documents answered.
+async fn receiver(documents: Arc<AtomicU64>, hang: Option<String>) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -28,11 +31,16 @@ async fn receiver(documents: Arc<AtomicU64>) -> std::net::SocketAddr {
                 continue;
             };
             let documents = Arc::clone(&documents);
+            let hang = hang.clone();
             tokio::spawn(async move {
                 let svc =
                     hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
                         let documents = Arc::clone(&documents);
+                        let hangs = hang.as_ref().is_some_and(|h| req.uri().path().ends_with(h));
                         async move {
+                            if hangs {
+                                tokio::time::sleep(Duration::from_secs(3600)).await;
+                            }
                             let _ = req.into_body().collect().await;
                             documents.fetch_add(1, Ordering::Relaxed);
                             Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(
@@ -51,6 +59,12 @@ async fn receiver(documents: Arc<AtomicU64>) -> std::net::SocketAddr {
 
 /// Fills the queue in `data_dir` with `n` GL-code records (XML as the intake makes it).
 pub fn fill(data_dir: &Path, n: usize, label: &str) -> SqliteStore {
+    fill_in(data_dir, n, label, 1)
+}
+
+/// Fills the queue with `n` GL-code records spread in turn over the first `interfaces`
+/// interfaces (the platform here does not read the XML; each interface gets its own keys).
+fn fill_in(data_dir: &Path, n: usize, label: &str, interfaces: usize) -> SqliteStore {
     let store = SqliteStore::open(data_dir, Mode::Serve, 0).expect("open the queue");
     let iface = by_path("/general-ledger-codes/v1").expect("GL codes");
     let validator = ap_intake::validate::Validator::load(None).expect("schemas");
@@ -62,9 +76,13 @@ pub fn fill(data_dir: &Path, n: usize, label: &str) -> SqliteStore {
             .map(|i| {
                 let code = format!("{label}-{i:08}");
                 let rec = serde_json::json!({"code": code, "type": "VAT", "description_en": "Input VAT 24 %", "tax_code": "VAT24"});
+                let into = match interfaces {
+                    1 => iface,
+                    k => &INTERFACES[i % k.min(INTERFACES.len())],
+                };
                 NewRecord {
-                    key: QueueKey::new("gl-code", &["main", &code]).expect("key"),
-                    interface: iface.id,
+                    key: QueueKey::new(into.id, &["main", &code]).expect("key"),
+                    interface: into.id,
                     xml: ap_intake::xml::record(shape, iface.xml_record, &[], &rec),
                 }
             })
@@ -79,11 +97,19 @@ pub fn fill(data_dir: &Path, n: usize, label: &str) -> SqliteStore {
     store
 }
 
-/// Drains `n` records; returns records per second.
-pub async fn drain(data_dir: &Path, n: usize, batch_size: usize) -> f64 {
-    let store: Arc<dyn Store> = Arc::new(fill(data_dir, n, "D"));
+/// Drains `n` records spread over `interfaces` interfaces, the first of them hanging with
+/// `hang`; returns the records per second of those delivered.
+pub async fn drain(
+    data_dir: &Path,
+    n: usize,
+    batch_size: usize,
+    interfaces: usize,
+    hang: bool,
+) -> f64 {
+    let store: Arc<dyn Store> = Arc::new(fill_in(data_dir, n, "D", interfaces));
     let documents = Arc::new(AtomicU64::new(0));
-    let addr = receiver(Arc::clone(&documents)).await;
+    let hanging = hang.then(|| INTERFACES[0].id.to_string());
+    let addr = receiver(Arc::clone(&documents), hanging.clone()).await;
     let platform = Platform {
         url: format!("http://{addr}/intake"),
         auth: None,
@@ -105,22 +131,46 @@ pub async fn drain(data_dir: &Path, n: usize, batch_size: usize) -> f64 {
         Arc::new(ap_intake::delivery::clock::SystemClock),
     )
     .expect("worker");
-    let iface = "general-ledger-codes-v1";
-    loop {
-        let pending = store.stats(iface).expect("stats").pending;
-        if pending == 0 {
-            break;
-        }
+    let flowing: Vec<&str> = INTERFACES
+        .iter()
+        .map(|i| i.id)
+        .filter(|id| Some(id.to_string()) != hanging)
+        .collect();
+    let count = |what: fn(&ap_intake::queue::Stats) -> u64| -> u64 {
+        flowing
+            .iter()
+            .map(|id| what(&store.stats(id).expect("stats")))
+            .sum()
+    };
+    while count(|s| s.pending) > 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let elapsed = started.elapsed();
-    worker.stop(Duration::from_secs(5));
-    let delivered = store.stats(iface).expect("stats").delivered;
-    assert_eq!(delivered, n as u64, "every record delivered");
-    println!(
-        "delivery: {n} records in {} documents of up to {batch_size}, {:.2} s",
-        documents.load(Ordering::Relaxed),
-        elapsed.as_secs_f64()
+    let delivered = count(|s| s.delivered);
+    let stopped = worker.stop(Duration::from_secs(2));
+    let expected = match &hanging {
+        None => n as u64,
+        Some(h) => n as u64 - store.stats(h).expect("stats").pending,
+    };
+    assert_eq!(
+        delivered, expected,
+        "every record of a flowing interface delivered"
     );
-    n as f64 / elapsed.as_secs_f64()
+    println!(
+        "delivery: {delivered} records over {} interface(s){} in {} documents of up to \
+         {batch_size}, {:.2} s{}",
+        interfaces,
+        hanging
+            .as_ref()
+            .map(|h| format!(" ({h} hanging)"))
+            .unwrap_or_default(),
+        documents.load(Ordering::Relaxed),
+        elapsed.as_secs_f64(),
+        if stopped {
+            ""
+        } else {
+            "; the hanging lane was left at its POST"
+        }
+    );
+    delivered as f64 / elapsed.as_secs_f64()
 }

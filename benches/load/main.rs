@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo bench --bench load -- intake [--interface PATH] [--records N] [--concurrency C] [--duration S]
-//! cargo bench --bench load -- delivery [--records N] [--batch-size B]
+//! cargo bench --bench load -- delivery [--records N] [--batch-size B] [--interfaces K] [--hang]
 //! cargo bench --bench load -- scale [--records N]
 //! cargo bench --bench load -- memory [--concurrency C] [--body-mib M] [--rounds R] [--timeline]
 //! cargo bench --bench load -- hostile [--requests N]
@@ -66,6 +66,12 @@ enum What {
         records: usize,
         #[arg(long, default_value_t = 100)]
         batch_size: usize,
+        /// Spread the records over this many interfaces (1 to 9), delivered in parallel.
+        #[arg(long, default_value_t = 1)]
+        interfaces: usize,
+        /// The receiver never answers the first interface's documents.
+        #[arg(long)]
+        hang: bool,
     },
     /// Start time, status time, memory and disk with many pending records.
     Scale {
@@ -158,11 +164,15 @@ fn main() {
         What::Delivery {
             records,
             batch_size,
+            interfaces,
+            hang,
         } => {
             let rate = runtime.block_on(delivery::drain(
                 &dir.path().join("queue"),
                 records,
                 batch_size,
+                interfaces,
+                hang,
             ));
             println!("delivery: {rate:.0} records/s");
         }
