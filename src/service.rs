@@ -65,6 +65,9 @@ pub enum StartError {
     /// The TLS certificate, key or client CA cannot be used.
     #[error(transparent)]
     Tls(#[from] TlsError),
+    /// The platform's TLS or proxy settings cannot be used (D33).
+    #[error("[platform]: {0}")]
+    Platform(String),
     /// A background thread cannot be started.
     #[error("cannot start a thread: {0}")]
     Thread(std::io::Error),
@@ -179,7 +182,9 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let writer = Writer::start(Arc::clone(&store)).map_err(StartError::Thread)?;
     let metrics = Arc::new(Metrics::default());
     let target = match &config.platform {
-        Some(p) => Target::Platform(PlatformClient::new(p, config.delivery.timeout)),
+        Some(p) => Target::Platform(
+            PlatformClient::new(p, config.delivery.timeout).map_err(StartError::Platform)?,
+        ),
         None => Target::Sandbox(SandboxSink::new(&config.data_dir)),
     };
     let (worker, waker) = delivery::Worker::start(

@@ -113,6 +113,7 @@ pub async fn drain(
     let platform = Platform {
         url: format!("http://{addr}/intake"),
         auth: None,
+        network: Default::default(),
     };
     let settings = Settings {
         batch_size,
@@ -122,7 +123,9 @@ pub async fn drain(
         },
     };
     let started = Instant::now();
-    let target = Target::Platform(PlatformClient::new(&platform, Duration::from_secs(30)));
+    let target = Target::Platform(
+        PlatformClient::new(&platform, Duration::from_secs(30)).expect("platform client"),
+    );
     let (worker, _waker) = Worker::start(
         Arc::clone(&store),
         target,

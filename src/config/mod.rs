@@ -3,10 +3,12 @@
 //! runs as a sandbox (D21).
 
 mod api_keys;
+mod network;
 mod platform;
 mod server;
 
 pub use api_keys::{Access, ApiKey, RateLimit};
+pub use network::{Network, OAuth2};
 pub use platform::{Delivery, Platform, PlatformAuth};
 pub use server::{Admin, ClientAuth, Log, LogFormat, Server, Tls};
 

@@ -15,6 +15,11 @@ pub(super) struct RawPlatform {
     username: Option<String>,
     password: Option<String>,
     password_file: Option<PathBuf>,
+    ca_file: Option<PathBuf>,
+    client_cert: Option<PathBuf>,
+    client_key: Option<PathBuf>,
+    proxy: Option<String>,
+    oauth2: Option<super::network::RawOAuth2>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -33,6 +38,8 @@ pub struct Platform {
     pub url: String,
     /// How ap-intake authenticates to it.
     pub auth: Option<PlatformAuth>,
+    /// CA, client certificate, proxy, OAuth2 (D33).
+    pub network: super::network::Network,
 }
 
 /// Credentials for the platform, read from the config or from files (secrets stay out of
@@ -61,6 +68,7 @@ impl fmt::Debug for Platform {
         f.debug_struct("Platform")
             .field("url", &self.url)
             .field("auth", &auth)
+            .field("network", &self.network)
             .finish()
     }
 }
@@ -135,9 +143,23 @@ impl RawPlatform {
             (None, None, Some(_)) => return Err(("username", "password needs a username".into())),
             (None, None, None) => None,
         };
+        let network = super::network::check(
+            self.ca_file.as_deref(),
+            self.client_cert.as_deref(),
+            self.client_key.as_deref(),
+            self.proxy,
+            self.oauth2,
+        )?;
+        if auth.is_some() && network.oauth2.is_some() {
+            return Err((
+                "oauth2",
+                "use OAuth2, a bearer token or a username and password, not several".into(),
+            ));
+        }
         Ok(Platform {
             url: self.url,
             auth,
+            network,
         })
     }
 }

@@ -10,6 +10,7 @@
 pub mod backoff;
 pub mod clock;
 mod lane;
+mod net;
 pub mod target;
 
 use crate::interfaces::INTERFACES;

@@ -62,21 +62,17 @@ pub struct PlatformClient {
     agent: ureq::Agent,
     url: String,
     authorization: Option<String>,
+    tokens: Option<Box<super::net::Tokens>>,
 }
 
 /// How much of a refusal's body is kept.
 const BODY_START: u64 = 300;
 
 impl PlatformClient {
-    /// A client for `platform`, giving up on one POST after `timeout`.
-    pub fn new(platform: &Platform, timeout: Duration) -> Self {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(timeout))
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .user_agent(concat!("ap-intake/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+    /// A client for `platform`, giving up on one POST after `timeout`. Fails when the
+    /// TLS or proxy settings cannot be used.
+    pub fn new(platform: &Platform, timeout: Duration) -> Result<Self, String> {
+        let agent = super::net::agent(&platform.network, timeout)?;
         let authorization = platform.auth.as_ref().map(|a| match a {
             PlatformAuth::Bearer(token) => format!("Bearer {token}"),
             PlatformAuth::Basic { username, password } => {
@@ -87,11 +83,16 @@ impl PlatformClient {
                 )
             }
         });
-        Self {
+        Ok(Self {
             agent,
             url: platform.url.trim_end_matches('/').to_string(),
             authorization,
-        }
+            tokens: platform
+                .network
+                .oauth2
+                .clone()
+                .map(|o| Box::new(super::net::Tokens::new(o))),
+        })
     }
 
     /// The URL an interface's documents go to.
@@ -99,12 +100,43 @@ impl PlatformClient {
         format!("{}/{}", self.url, iface.id)
     }
 
+    /// Sends with the configured credentials; with OAuth2, a 401 makes it fetch a new token
+    /// and send once more (D33).
     fn send(&self, iface: &Interface, doc: &[u8]) -> Answer {
+        let Some(tokens) = &self.tokens else {
+            return self.post(iface, doc, self.authorization.as_deref());
+        };
+        match self.post_with_token(tokens, iface, doc) {
+            Answer::Paused { error } if error.starts_with("HTTP 401") => {
+                tokens.forget();
+                self.post_with_token(tokens, iface, doc)
+            }
+            other => other,
+        }
+    }
+
+    fn post_with_token(
+        &self,
+        tokens: &super::net::Tokens,
+        iface: &Interface,
+        doc: &[u8],
+    ) -> Answer {
+        match tokens.token(&self.agent) {
+            Ok(token) => self.post(iface, doc, Some(&format!("Bearer {token}"))),
+            Err(super::net::TokenError::Refused(error)) => Answer::Paused { error },
+            Err(super::net::TokenError::Failed(error)) => Answer::Retry {
+                error,
+                retry_after: None,
+            },
+        }
+    }
+
+    fn post(&self, iface: &Interface, doc: &[u8], authorization: Option<&str>) -> Answer {
         let mut req = self
             .agent
             .post(&self.url_for(iface))
             .header("Content-Type", "application/xml; charset=utf-8");
-        if let Some(a) = &self.authorization {
+        if let Some(a) = authorization {
             req = req.header("Authorization", a);
         }
         let mut resp = match req.send(doc) {
