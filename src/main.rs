@@ -5,6 +5,7 @@ use anyhow::{Context, bail};
 use ap_intake::admin::{self, Request, Response};
 use ap_intake::cli::{Cli, Command, KeyCommand, StatusWhat};
 use ap_intake::config::{Config, Locations};
+use ap_intake::delivery::target::PlatformClient;
 use ap_intake::http::tls;
 use ap_intake::queue::State;
 use ap_intake::queue::sqlite::FILE_NAME;
@@ -179,7 +180,29 @@ fn check_config(path: &Path) -> anyhow::Result<()> {
     }
     println!("  data dir:    {}", config.data_dir.display());
     match &config.platform {
-        Some(p) => println!("  platform:    {}", p.url),
+        Some(p) => {
+            println!("  platform:    {}", p.url);
+            let n = &p.network;
+            let mut extras = Vec::new();
+            if n.ca_pem.is_some() {
+                extras.push("ca_file".to_string());
+            }
+            if n.client_pem.is_some() {
+                extras.push("client certificate".to_string());
+            }
+            extras.push(match &n.proxy {
+                Some(proxy) => format!("proxy {proxy}"),
+                None => "proxy from the environment, if any".to_string(),
+            });
+            if let Some(o) = &n.oauth2 {
+                extras.push(format!("OAuth2 via {}", o.token_url));
+            }
+            println!("               {}", extras.join(", "));
+            // The same client the service builds: TLS and proxy settings that cannot be used
+            // are reported now.
+            PlatformClient::new(p, config.delivery.timeout)
+                .map_err(|e| anyhow::anyhow!("[platform]: {e}"))?;
+        }
         None => println!("  platform:    sandbox sink"),
     }
     println!("  api keys:    {}", config.api_keys.len());
