@@ -95,7 +95,9 @@ impl Lane {
 
     fn deliver(&mut self, batch: &Batch) -> Result<(), StoreError> {
         match self.attempt(batch)? {
-            Answer::Delivered | Answer::Rejected { .. } => self.flowing(),
+            Answer::Delivered => self.flowing(true),
+            // The platform answers and judges the records: no backoff, but no success either.
+            Answer::Rejected { .. } => self.flowing(false),
             Answer::Retry { error, retry_after } => self.back_off(batch, error, retry_after, false),
             Answer::Paused { error } => self.back_off(batch, error, None, true),
             Answer::TooLarge { error } => {
@@ -107,8 +109,9 @@ impl Lane {
         }
     }
 
-    /// The platform takes documents: end any backoff, grow the batch back, note the success.
-    fn flowing(&mut self) -> Result<(), StoreError> {
+    /// The platform answers about the records: end any backoff, grow the batch back, and
+    /// when it took them (`delivered`), note the success.
+    fn flowing(&mut self, delivered: bool) -> Result<(), StoreError> {
         self.limit = (self.limit * 2).min(self.shared.settings.batch_size);
         let was_failing = self.backoff.failures > 0 || self.backoff.paused;
         if was_failing {
@@ -117,13 +120,16 @@ impl Lane {
                 "the platform accepts deliveries again"
             );
         }
-        let stale = self
-            .success_stored
-            .is_none_or(|t| t.elapsed() >= SUCCESS_EVERY);
+        let stale = delivered
+            && self
+                .success_stored
+                .is_none_or(|t| t.elapsed() >= SUCCESS_EVERY);
         self.backoff.failures = 0;
         self.backoff.next_attempt_ms = 0;
         self.backoff.paused = false;
-        self.backoff.last_success_ms = Some(self.shared.clock.wall_ms());
+        if delivered {
+            self.backoff.last_success_ms = Some(self.shared.clock.wall_ms());
+        }
         if was_failing || stale {
             self.shared
                 .store
