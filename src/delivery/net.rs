@@ -145,10 +145,13 @@ impl Tokens {
             form.push(("scope", scope));
         }
         let url = &o.token_url;
-        let mut resp = agent
-            .post(url)
-            .send_form(form)
-            .map_err(|e| TokenError::Failed(format!("token endpoint {url}: {e}")))?;
+        let mut resp =
+            agent.post(url).send_form(form).map_err(|e| {
+                match super::target::failed(&format!("token endpoint {url}"), &e) {
+                    super::target::Answer::Paused { error } => TokenError::Refused(error),
+                    _ => TokenError::Failed(format!("token endpoint {url}: {e}")),
+                }
+            })?;
         let status = resp.status().as_u16();
         let mut body = Vec::new();
         let _ = resp

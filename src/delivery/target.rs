@@ -141,12 +141,7 @@ impl PlatformClient {
         }
         let mut resp = match req.send(doc) {
             Ok(r) => r,
-            Err(e) => {
-                return Answer::Retry {
-                    error: format!("{}: {e}", self.url_for(iface)),
-                    retry_after: None,
-                };
-            }
+            Err(e) => return failed(&self.url_for(iface), &e),
         };
         let status = resp.status().as_u16();
         let retry_after = resp
@@ -175,6 +170,21 @@ impl PlatformClient {
             400..=499 => Answer::Rejected { error },
             _ => Answer::Retry { error, retry_after },
         }
+    }
+}
+
+/// A request that got no answer from the platform: retried, except when the proxy refused
+/// its credentials (407 to CONNECT), which is the configuration's problem (D32).
+pub(super) fn failed(url: &str, e: &ureq::Error) -> Answer {
+    let error = format!("{url}: {e}");
+    match e {
+        ureq::Error::ConnectProxyFailed(m) if m.contains("407") => Answer::Paused {
+            error: format!("HTTP 407 from the proxy: {error}"),
+        },
+        _ => Answer::Retry {
+            error,
+            retry_after: None,
+        },
     }
 }
 
