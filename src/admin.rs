@@ -57,8 +57,10 @@ pub enum Request {
 pub enum Response {
     /// For `Status`.
     Status(Report),
-    /// For `Keys`, in operator form.
+    /// For `Keys` of pending records, in operator form.
     Keys(Vec<String>),
+    /// For `Keys` of rejected or quarantined records: each key and why it is parked.
+    Parked(Vec<ParkedRecord>),
     /// For `Show`.
     Item(Option<Item>),
     /// For the requeue commands: how many went back.
@@ -67,6 +69,15 @@ pub enum Response {
     Dropped(bool),
     /// The command failed.
     Error(String),
+}
+
+/// A parked record and the reason it is parked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParkedRecord {
+    /// The key in operator form.
+    pub key: String,
+    /// The platform's answer, or why it was quarantined.
+    pub reason: String,
 }
 
 /// Why the admin commands cannot answer.
@@ -102,9 +113,30 @@ const PACKAGED_SOCKET: &str = "/run/ap-intake/admin.sock";
 pub fn execute(store: &dyn Store, data_dir: &Path, source: Source, req: &Request) -> Response {
     let result = match req {
         Request::Status => status::build(store, data_dir, source).map(Response::Status),
-        Request::Keys { state, interface } => store
-            .keys(*state, interface.as_deref())
+        Request::Keys {
+            state: State::Pending,
+            interface,
+        } => store
+            .keys(State::Pending, interface.as_deref())
             .map(|keys| Response::Keys(keys.iter().map(ToString::to_string).collect())),
+        Request::Keys { state, interface } => {
+            store.keys(*state, interface.as_deref()).and_then(|keys| {
+                let parked = keys.iter().map(|k| {
+                    Ok(ParkedRecord {
+                        key: k.to_string(),
+                        reason: match store.get(k) {
+                            Ok(item) => item.and_then(|i| i.last_error).unwrap_or_default(),
+                            // A quarantined row may not read back as an item at all.
+                            Err(StoreError::Corrupt { reason, .. }) => {
+                                format!("cannot be read: {reason}")
+                            }
+                            Err(e) => return Err(e),
+                        },
+                    })
+                });
+                Ok(Response::Parked(parked.collect::<Result<_, StoreError>>()?))
+            })
+        }
         Request::Show { key } => match QueueKey::parse(key) {
             Ok(k) => store.get(&k).map(Response::Item),
             Err(e) => Ok(Response::Error(e.to_string())),

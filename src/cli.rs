@@ -38,11 +38,21 @@ pub enum Command {
     /// service over its admin socket, or reads the data directory when it is stopped.
     Status {
         /// The service's config file (for its data directory); the sandbox default without.
-        #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
+        #[arg(
+            long,
+            short,
+            value_name = "FILE",
+            env = "AP_INTAKE_CONFIG",
+            global = true
+        )]
         config: Option<PathBuf>,
         /// Print JSON for scripts.
         #[arg(long, global = true)]
         json: bool,
+        /// Every column (delivered, next retry, last success) and the whole last error,
+        /// wider than 100 columns.
+        #[arg(long)]
+        wide: bool,
         /// Something more specific than the summary.
         #[command(subcommand)]
         what: Option<StatusWhat>,
@@ -98,7 +108,7 @@ pub enum StatusWhat {
         #[arg(long, value_name = "PATH")]
         interface: Option<String>,
     },
-    /// Keys of records the platform rejected.
+    /// Keys of records the platform rejected, each with the platform's reason.
     Rejected {
         /// Only this interface (its path, e.g. /general-ledger-codes/v1).
         #[arg(long, value_name = "PATH")]

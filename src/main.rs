@@ -21,8 +21,39 @@ use std::process::ExitCode;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Exit status when the queue cannot be opened or is damaged (EX_IOERR, D29).
+/// Exit status when the queue cannot be opened or is damaged (EX_IOERR, D29, D34).
 const EXIT_STORE: u8 = 74;
+/// Exit status for a configuration error (EX_CONFIG, D34): the unit does not restart on it.
+const EXIT_CONFIG: u8 = 78;
+
+/// Writes a line to stdout. A reader that went away (`status | head`) ends the command
+/// quietly; never a panic (D34).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout().lock(), $($arg)*) {
+            stdout_failed(&e);
+        }
+    }};
+}
+
+/// [`out!`] for text that brings its own line ends.
+macro_rules! out_raw {
+    ($text:expr) => {{
+        use std::io::Write as _;
+        if let Err(e) = write!(std::io::stdout().lock(), "{}", $text) {
+            stdout_failed(&e);
+        }
+    }};
+}
+
+fn stdout_failed(e: &std::io::Error) -> ! {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("ap-intake: cannot write the output: {e}");
+    std::process::exit(1);
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -30,12 +61,29 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("ap-intake: {}", report(&e));
-            match e.downcast_ref::<service::StartError>() {
-                Some(service::StartError::Queue { .. }) => ExitCode::from(EXIT_STORE),
-                _ => ExitCode::FAILURE,
-            }
+            exit_code(&e)
         }
     }
+}
+
+/// The exit status of a failure (D34): 78 configuration, 74 store, 1 anything else.
+fn exit_code(e: &anyhow::Error) -> ExitCode {
+    for cause in e.chain() {
+        if cause
+            .downcast_ref::<ap_intake::config::ConfigError>()
+            .is_some()
+        {
+            return ExitCode::from(EXIT_CONFIG);
+        }
+        match cause.downcast_ref::<service::StartError>() {
+            Some(service::StartError::Queue { .. }) => return ExitCode::from(EXIT_STORE),
+            Some(service::StartError::Tls(_) | service::StartError::Schema(_)) => {
+                return ExitCode::from(EXIT_CONFIG);
+            }
+            _ => {}
+        }
+    }
+    ExitCode::FAILURE
 }
 
 /// The error and its causes on one line. Our error types already say their cause in their
@@ -75,12 +123,17 @@ fn operate(cli: Cli) -> anyhow::Result<()> {
         }
         Command::CheckConfig { config } => check_config(&config),
         Command::PrintConfig => {
-            print!("{}", ap_intake::config::EXAMPLE);
+            out_raw!(ap_intake::config::EXAMPLE);
             Ok(())
         }
-        Command::Status { config, json, what } => {
+        Command::Status {
+            config,
+            json,
+            wide,
+            what,
+        } => {
             let at = Config::locations(config.as_deref())?;
-            status_command(&at, json, what)
+            status_command(&at, json, wide, what)
         }
         Command::Requeue {
             config,
@@ -105,7 +158,7 @@ fn operate(cli: Cli) -> anyhow::Result<()> {
                     )
                 }
                 Response::Requeued(n) => {
-                    println!("{n} record(s) back in the queue");
+                    out!("{n} record(s) back in the queue");
                     Ok(())
                 }
                 other => unexpected(other),
@@ -115,7 +168,7 @@ fn operate(cli: Cli) -> anyhow::Result<()> {
             let at = Config::locations(config.as_deref())?;
             match admin::query(&at, &Request::Drop { key })? {
                 Response::Dropped(true) => {
-                    println!("dropped");
+                    out!("dropped");
                     Ok(())
                 }
                 Response::Dropped(false) => bail!(
@@ -140,7 +193,7 @@ fn operate(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             let key = keys::generate().map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
-            print!("{}", keys::instructions(&name, &paths, &key));
+            out_raw!(keys::instructions(&name, &paths, &key));
             Ok(())
         }
     }
@@ -164,8 +217,8 @@ fn check_config(path: &Path) -> anyhow::Result<()> {
         },
         None => "plain http".to_string(),
     };
-    println!("{}: OK", path.display());
-    println!(
+    out!("{}: OK", path.display());
+    out!(
         "  mode:        {}",
         if config.sandbox {
             "sandbox (D21)"
@@ -173,15 +226,15 @@ fn check_config(path: &Path) -> anyhow::Result<()> {
             "production"
         }
     );
-    println!("  listen:      {} ({listener})", config.server.listen);
+    out!("  listen:      {} ({listener})", config.server.listen);
     match config.admin.listen {
-        Some(a) => println!("  admin:       http://{a}/ (healthz, readyz, metrics)"),
-        None => println!("  admin:       off"),
+        Some(a) => out!("  admin:       http://{a}/ (healthz, readyz, metrics)"),
+        None => out!("  admin:       off"),
     }
-    println!("  data dir:    {}", config.data_dir.display());
+    out!("  data dir:    {}", config.data_dir.display());
     match &config.platform {
         Some(p) => {
-            println!("  platform:    {}", p.url);
+            out!("  platform:    {}", p.url);
             let n = &p.network;
             let mut extras = Vec::new();
             if n.ca_pem.is_some() {
@@ -197,16 +250,16 @@ fn check_config(path: &Path) -> anyhow::Result<()> {
             if let Some(o) = &n.oauth2 {
                 extras.push(format!("OAuth2 via {}", o.token_url));
             }
-            println!("               {}", extras.join(", "));
+            out!("               {}", extras.join(", "));
             // The same client the service builds: TLS and proxy settings that cannot be used
             // are reported now.
             PlatformClient::new(p, config.delivery.timeout)
                 .map_err(|e| anyhow::anyhow!("[platform]: {e}"))?;
         }
-        None => println!("  platform:    sandbox sink"),
+        None => out!("  platform:    sandbox sink"),
     }
-    println!("  api keys:    {}", config.api_keys.len());
-    println!(
+    out!("  api keys:    {}", config.api_keys.len());
+    out!(
         "  schemas:     {} compiled, {overridden} from schema_dir",
         interfaces::INTERFACES.len()
     );
@@ -218,16 +271,16 @@ fn check_store(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let at = Config::locations(config)?;
     match ap_intake::queue::sqlite::verify_file(&at.data_dir) {
         Ok(problems) if problems.is_empty() => {
-            println!("{}: sound", at.data_dir.join(FILE_NAME).display());
+            out!("{}: sound", at.data_dir.join(FILE_NAME).display());
             Ok(ExitCode::SUCCESS)
         }
         Ok(problems) => {
-            println!("{}: damaged", at.data_dir.join(FILE_NAME).display());
-            problems.iter().for_each(|p| println!("  {p}"));
+            out!("{}: damaged", at.data_dir.join(FILE_NAME).display());
+            problems.iter().for_each(|p| out!("  {p}"));
             Ok(ExitCode::FAILURE)
         }
         Err(e) => {
-            println!(
+            out!(
                 "{}: cannot be checked: {e}",
                 at.data_dir.join(FILE_NAME).display()
             );
@@ -236,7 +289,12 @@ fn check_store(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn status_command(at: &Locations, json: bool, what: Option<StatusWhat>) -> anyhow::Result<()> {
+fn status_command(
+    at: &Locations,
+    json: bool,
+    wide: bool,
+    what: Option<StatusWhat>,
+) -> anyhow::Result<()> {
     let interface_id = |path: Option<String>| -> anyhow::Result<Option<String>> {
         path.map(|p| {
             interfaces::by_path(&p)
@@ -268,22 +326,25 @@ fn status_command(at: &Locations, json: bool, what: Option<StatusWhat>) -> anyho
         let value = match &response {
             Response::Status(r) => serde_json::to_string_pretty(r)?,
             Response::Keys(k) => serde_json::to_string_pretty(k)?,
-            Response::Item(i) => serde_json::to_string_pretty(i)?,
+            Response::Parked(p) => serde_json::to_string_pretty(p)?,
+            Response::Item(Some(i)) => serde_json::to_string_pretty(i)?,
+            Response::Item(None) => bail!("no queued record with that key"),
             other => return unexpected(other.clone()),
         };
-        println!("{value}");
+        out!("{value}");
         return Ok(());
     }
     match response {
-        Response::Status(r) => print!("{}", status::render(&r)),
-        Response::Keys(keys) => keys.iter().for_each(|k| println!("{k}")),
+        Response::Status(r) => out_raw!(status::render(&r, wide)),
+        Response::Keys(keys) => keys.iter().for_each(|k| out!("{k}")),
+        Response::Parked(parked) => parked.iter().for_each(|p| out!("{}\t{}", p.key, p.reason)),
         Response::Item(Some(item)) => {
-            println!("interface:  {}", item.interface);
-            println!("state:      {:?}", item.state);
-            println!("version:    {}", item.version);
-            println!("attempts:   {}", item.attempts);
-            println!("last error: {}", item.last_error.as_deref().unwrap_or("-"));
-            println!("\n{}", item.xml);
+            out!("interface:  {}", item.interface);
+            out!("state:      {:?}", item.state);
+            out!("version:    {}", item.version);
+            out!("attempts:   {}", item.attempts);
+            out!("last error: {}", item.last_error.as_deref().unwrap_or("-"));
+            out!("\n{}", item.xml);
         }
         Response::Item(None) => bail!("no queued record with that key"),
         other => return unexpected(other),

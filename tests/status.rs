@@ -79,7 +79,8 @@ impl Setup {
         self.status(args)
             .lines()
             .filter(|l| !l.trim().is_empty())
-            .map(str::to_string)
+            // `status rejected` and `quarantined` print `KEY<TAB>reason`.
+            .map(|l| l.split('\t').next().unwrap_or_default().to_string())
             .collect()
     }
 

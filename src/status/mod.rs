@@ -5,7 +5,9 @@ use crate::delivery::target::sink_dir;
 use crate::interfaces::INTERFACES;
 use crate::queue::{Store, StoreError, now_ms};
 use serde::{Deserialize, Serialize};
-use std::fmt::Write;
+
+mod render;
+pub use render::render;
 use std::path::Path;
 
 /// Where a report came from.
@@ -153,91 +155,6 @@ pub fn human_secs(secs: u64) -> String {
         3600..86400 => format!("{}h {}m", secs / 3600, secs % 3600 / 60),
         _ => format!("{}d {}h", secs / 86400, secs % 86400 / 3600),
     }
-}
-
-/// The report as a table for people.
-pub fn render(r: &Report) -> String {
-    let mut out = String::new();
-    let from = match r.source {
-        Source::Service => "the running service",
-        Source::DataDirectory => "the data directory (the service is not running)",
-    };
-    let _ = writeln!(out, "Queue status, from {from}\n");
-    let _ = writeln!(
-        out,
-        "{:<27} {:>8} {:>8} {:>10}  {:<11} {:<14} {:<12} {:<12} LAST ERROR",
-        "INTERFACE",
-        "PENDING",
-        "REJECTED",
-        "DELIVERED",
-        "DELIVERY",
-        "OLDEST PENDING",
-        "NEXT RETRY",
-        "LAST SUCCESS"
-    );
-    for i in &r.interfaces {
-        let oldest = i.oldest_pending_age_secs.map_or("-".into(), human_secs);
-        let retry = i.next_retry_ms.map_or("-".into(), |t| {
-            format!(
-                "in {}",
-                human_secs(t.saturating_sub(r.generated_at_ms).div_ceil(1000))
-            )
-        });
-        let error: String = i
-            .last_error
-            .as_deref()
-            .unwrap_or("-")
-            .chars()
-            .take(80)
-            .collect();
-        let success = i.last_success_ms.map_or("-".into(), |t| {
-            format!(
-                "{} ago",
-                human_secs(r.generated_at_ms.saturating_sub(t) / 1000)
-            )
-        });
-        let delivery = match i.delivery.as_str() {
-            "paused" => "PAUSED",
-            other => other,
-        };
-        let _ = writeln!(
-            out,
-            "{:<27} {:>8} {:>8} {:>10}  {:<11} {:<14} {:<12} {:<12} {}",
-            i.path, i.pending, i.rejected, i.delivered, delivery, oldest, retry, success, error
-        );
-    }
-    for i in r.interfaces.iter().filter(|i| i.delivery == "paused") {
-        let _ = writeln!(
-            out,
-            "\n{}: delivery PAUSED: the platform refuses the configuration ({}). Check \
-             [platform] url and credentials; delivery resumes by itself once it accepts.",
-            i.path,
-            i.last_error.as_deref().unwrap_or("-")
-        );
-    }
-    for i in r.interfaces.iter().filter(|i| i.quarantined > 0) {
-        let _ = writeln!(
-            out,
-            "\n{}: {} record(s) QUARANTINED: stored but unreadable, never delivered as they are. \
-             `ap-intake status quarantined` lists them; `ap-intake requeue KEY` or \
-             `ap-intake drop KEY` settles each.",
-            i.path, i.quarantined
-        );
-    }
-    if let Some(s) = &r.sandbox_sink {
-        let _ = writeln!(
-            out,
-            "\nSandbox sink {}: {} document(s), {} record(s) received{}",
-            s.dir,
-            s.documents,
-            s.records,
-            s.latest
-                .as_ref()
-                .map(|l| format!("; latest {l}"))
-                .unwrap_or_default()
-        );
-    }
-    out
 }
 
 #[cfg(test)]
