@@ -22,6 +22,14 @@ pub enum Command {
         /// The TOML configuration file (see config.example.toml).
         #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
         config: Option<PathBuf>,
+        /// Listen for ERP clients here instead of [server] listen (e.g. 0.0.0.0:8443, or
+        /// 127.0.0.1:0 for any free port).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+        /// The admin listener (/healthz, /readyz, /metrics) here instead of [admin] listen;
+        /// "off" turns it off.
+        #[arg(long, value_name = "ADDR")]
+        admin_listen: Option<String>,
     },
     /// Check a config file without starting: every key, the TLS certificate, key and client
     /// CA, the platform secret files and the schema overrides. Exits non-zero with the problem.

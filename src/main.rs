@@ -111,11 +111,29 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 fn operate(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve { config } => {
-            let config = match config {
+        Command::Serve {
+            config,
+            listen,
+            admin_listen,
+        } => {
+            let mut config = match config {
                 Some(path) => Config::load(&path)?,
                 None => Config::sandbox_default(),
             };
+            if let Some(addr) = listen {
+                config.server.listen = addr;
+            }
+            match admin_listen.as_deref() {
+                None => {}
+                Some("off" | "") => config.admin.listen = None,
+                Some(a) => {
+                    config.admin.listen = Some(a.parse().map_err(|_| {
+                        anyhow::anyhow!(
+                            "--admin-listen {a:?} is not an address and port such as 127.0.0.1:9091 (or \"off\")"
+                        )
+                    })?);
+                }
+            }
             let _log = telemetry::init(&config.log)?;
             let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
             runtime.block_on(service::run(config))?;
@@ -202,6 +220,11 @@ fn operate(cli: Cli) -> anyhow::Result<()> {
 /// Everything `serve` would check before listening, without opening the queue.
 fn check_config(path: &Path) -> anyhow::Result<()> {
     let config = Config::load(path)?;
+    writable(&config.data_dir).map_err(|message| ap_intake::config::ConfigError::Invalid {
+        path: path.to_path_buf(),
+        key: "storage.data_dir".into(),
+        message,
+    })?;
     if let Some(t) = &config.server.tls {
         tls::server_config(t)?;
     }
@@ -263,6 +286,29 @@ fn check_config(path: &Path) -> anyhow::Result<()> {
         "  schemas:     {} compiled, {overridden} from schema_dir",
         interfaces::INTERFACES.len()
     );
+    Ok(())
+}
+
+/// Directories the shipped unit lets the service write (`ProtectSystem=strict`).
+const UNIT_WRITABLE: [&str; 3] = ["/var/lib/ap-intake", "/var/log/ap-intake", "/run/ap-intake"];
+
+/// Whether the service could keep its queue in `dir`: creates it if needed and writes a file.
+/// Run as the service's user (`sudo -u ap-intake`), this is the service's view.
+fn writable(dir: &Path) -> Result<(), String> {
+    let probe = dir.join(format!(".check-config-{}", std::process::id()));
+    let result = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&probe, b"probe"))
+        .and_then(|()| std::fs::remove_file(&probe));
+    result.map_err(|e| format!("{} is not writable by this user: {e}", dir.display()))?;
+    let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    if !UNIT_WRITABLE.iter().any(|w| absolute.starts_with(w)) {
+        out!(
+            "  note:        the shipped systemd unit only lets the service write {}; for {} add \
+             ReadWritePaths= with `systemctl edit ap-intake`",
+            UNIT_WRITABLE.join(", "),
+            absolute.display()
+        );
+    }
     Ok(())
 }
 

@@ -174,7 +174,10 @@ pub enum StoreError {
     #[error("no queue at {0}")]
     Missing(String),
     /// Another process holds the store longer than we wait.
-    #[error("the queue {0} is busy: another process holds it (is the service running?)")]
+    #[error(
+        "the queue in {0} is in use by another process (is another ap-intake running with this \
+         data directory?)"
+    )]
     Busy(String),
     /// A file operation failed.
     #[error("queue storage: {0}")]

@@ -136,8 +136,22 @@ fn lock(data_dir: &Path) -> Result<std::fs::File, StoreError> {
         .write(true)
         .open(&path)?;
     match flock(&file, FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(file),
-        Err(rustix::io::Errno::WOULDBLOCK) => Err(StoreError::Busy(data_dir.display().to_string())),
+        Ok(()) => {
+            // Who holds it, for the message another process gets.
+            use std::io::Write;
+            let mut f = &file;
+            let _ = file
+                .set_len(0)
+                .and_then(|()| write!(f, "{}", std::process::id()));
+            Ok(file)
+        }
+        Err(rustix::io::Errno::WOULDBLOCK) => {
+            let holder = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| t.trim().parse::<u32>().ok())
+                .map_or_else(String::new, |pid| format!(" (process {pid})"));
+            Err(StoreError::Busy(format!("{}{holder}", data_dir.display())))
+        }
         Err(e) => Err(StoreError::Io(e.into())),
     }
 }

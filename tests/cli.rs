@@ -1,0 +1,218 @@
+//! The operator's command line (D34 and issue 13): exit statuses, a closed stdout, `serve
+//! --listen`, listeners and data directories already in use, `check-config` on the data
+//! directory, and `status` as an admin reads it.
+
+mod common;
+use common::process::{bin, post, wait_listening};
+use std::io::Read;
+use std::process::Stdio;
+
+fn sandbox_config(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
+    let file = dir.join("config.toml");
+    let data = dir.join("data");
+    std::fs::write(
+        &file,
+        format!(
+            "sandbox = true\n[server]\nlisten = \"127.0.0.1:0\"\n[admin]\nlisten = \"\"\n\
+             [storage]\ndata_dir = \"{}\"\n{extra}",
+            data.display()
+        ),
+    )
+    .unwrap();
+    file
+}
+
+fn run(args: &[&str]) -> std::process::Output {
+    bin().args(args).output().unwrap()
+}
+
+#[test]
+fn a_configuration_error_exits_78_and_a_damaged_store_74() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "sandbox = true\n[server]\nlisen = 1\n").unwrap();
+    for cmd in ["serve", "check-config"] {
+        let out = run(&[cmd, "--config", bad.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(78), "{cmd}: {out:?}");
+    }
+    let config = sandbox_config(dir.path(), "");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("queue.sqlite3"), vec![0x5a_u8; 8192]).unwrap();
+    let out = run(&["serve", "--config", config.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{err}");
+    assert!(err.contains("check-store"), "{err}");
+}
+
+/// `cmd | head -c 1`: the reader goes away while the command writes.
+fn into_closed_pipe(args: &[&str]) -> std::process::ExitStatus {
+    let mut child = bin()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut one = [0u8; 1];
+    let _ = stdout.read(&mut one);
+    drop(stdout);
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    status
+}
+
+#[test]
+fn a_closed_stdout_never_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = sandbox_config(dir.path(), "");
+    // The service ran once, so `status` has a queue to read.
+    let mut child = bin()
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_listening(&mut child);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for args in [
+        &["print-config"][..],
+        &["key", "generate", "--name", "x"][..],
+        &["status", "--config", config.to_str().unwrap(), "--json"][..],
+    ] {
+        let status = into_closed_pipe(args);
+        assert_ne!(status.code(), Some(101), "{args:?}: {status:?}");
+    }
+}
+
+#[test]
+fn serve_listen_overrides_the_config_and_a_port_in_use_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = sandbox_config(dir.path(), "");
+    let mut child = bin()
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0", "--admin-listen", "off"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = wait_listening(&mut child);
+    let r = post(
+        addr,
+        "/general-ledger-codes/v1",
+        r#"{"objects":{"object":{"record":[{"code":"1","type":"VAT","description_en":"x"}]}}}"#,
+        None,
+    );
+    assert_eq!(r.status, 202, "{}", r.text);
+    // The same port again, from another data directory: the key is named.
+    let other = tempfile::tempdir().unwrap();
+    let other_config = sandbox_config(other.path(), "");
+    let out = run(&[
+        "serve",
+        "--config",
+        other_config.to_str().unwrap(),
+        "--listen",
+        &addr.to_string(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains(&addr.to_string()) && err.contains("[server] listen"),
+        "{err}"
+    );
+    // The same data directory from a second service: in use, by whom.
+    let out = run(&["serve", "--config", config.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{err}");
+    assert!(err.contains("in use by another process"), "{err}");
+    assert!(err.contains(&format!("process {}", child.id())), "{err}");
+    let bad = run(&[
+        "serve",
+        "--config",
+        config.to_str().unwrap(),
+        "--admin-listen",
+        "x",
+    ]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--admin-listen"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn check_config_refuses_a_data_directory_it_cannot_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, "not a directory").unwrap();
+    let file = dir.path().join("config.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "sandbox = true\n[storage]\ndata_dir = \"{}\"\n",
+            blocker.join("data").display()
+        ),
+    )
+    .unwrap();
+    let out = run(&["check-config", "--config", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(
+        err.contains("storage.data_dir") && err.contains("not writable"),
+        "{err}"
+    );
+    let ok = sandbox_config(dir.path(), "");
+    let out = run(&["check-config", "--config", ok.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("ReadWritePaths"),
+        "a data dir outside the unit's: {text}"
+    );
+}
+
+#[test]
+fn status_takes_config_anywhere_and_an_unknown_key_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = sandbox_config(dir.path(), "");
+    let mut child = bin()
+        .args(["serve", "--config", config.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_listening(&mut child);
+    let c = config.to_str().unwrap();
+    for args in [
+        vec!["status", "show", "gl-code:main/NOPE", "--config", c],
+        vec![
+            "status",
+            "--config",
+            c,
+            "show",
+            "gl-code:main/NOPE",
+            "--json",
+        ],
+    ] {
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("no queued record with that key"), "{err}");
+        assert!(out.stdout.is_empty(), "{args:?}: no `null`");
+    }
+    let out = run(&["status", "--config", c]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    assert!(
+        text.contains("QUAR.") && text.contains("DELIVERY"),
+        "{text}"
+    );
+    let wide = run(&["status", "--wide", "--config", c]);
+    assert!(String::from_utf8_lossy(&wide.stdout).contains("LAST SUCCESS"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
