@@ -19,6 +19,7 @@ pub mod http;
 pub mod intake;
 pub mod interfaces;
 pub mod keys;
+pub mod live;
 pub mod metrics;
 pub mod number;
 pub mod queue;

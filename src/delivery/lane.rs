@@ -188,7 +188,7 @@ impl Lane {
         let sent: Vec<Sent> = batch.iter().map(|(k, item)| Sent::of(k, item)).collect();
         let doc = xml::document(iface, batch.iter().map(|(_, i)| i.xml.as_bytes()));
         shared.metrics.attempt(iface.id);
-        let answer = shared.target.send(iface, &doc, batch.len());
+        let answer = shared.target.get().send(iface, &doc, batch.len());
         match &answer {
             Answer::Delivered => {
                 let gone = shared.store.delivered(&sent)?;

@@ -53,7 +53,8 @@ impl Waker {
 /// What every lane shares.
 struct Shared {
     store: Arc<dyn Store>,
-    target: Target,
+    /// Replaced by a reload (new credentials, CA, proxy; D34).
+    target: Arc<crate::live::Live<Target>>,
     settings: Settings,
     stop: AtomicBool,
     metrics: Arc<Metrics>,
@@ -86,7 +87,7 @@ impl Worker {
     ) -> std::io::Result<(Self, Waker)> {
         let shared = Arc::new(Shared {
             store,
-            target,
+            target: Arc::new(crate::live::Live::new(target)),
             settings,
             stop: AtomicBool::new(false),
             metrics,
@@ -116,6 +117,12 @@ impl Worker {
             },
             waker,
         ))
+    }
+
+    /// Where deliveries go, for a reload to replace (D34): documents in flight finish with the
+    /// old target, the next ones use the new.
+    pub fn target(&self) -> Arc<crate::live::Live<Target>> {
+        Arc::clone(&self.shared.target)
     }
 
     /// Stops the lanes, waiting up to `deadline` for deliveries in flight. A batch cut off
