@@ -13,6 +13,7 @@ use crate::intake::{Intake, Limits};
 use crate::interfaces::INTERFACES;
 use crate::metrics::Metrics;
 use crate::queue::{self, Mode, Store, StoreError, Writer};
+use crate::telemetry::{RequestLog, Summary};
 use crate::validate::{SchemaError, Validator};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -83,6 +84,7 @@ pub struct Running {
     server: JoinHandle<()>,
     admin: JoinHandle<std::io::Result<()>>,
     ops: Option<JoinHandle<()>>,
+    summary: Summary,
     worker: Worker,
     writer: Writer,
     store: Arc<dyn Store>,
@@ -110,6 +112,7 @@ impl Running {
     pub async fn stop(self) {
         let _ = self.shutdown.send(true);
         let _ = self.server.await;
+        self.summary.stop(); // every request is answered: the last counts are final
         let _ = self.admin.await;
         if let Some(ops) = self.ops {
             let _ = ops.await;
@@ -208,6 +211,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         },
         waker.clone(),
     );
+    let request_log = Arc::new(RequestLog::new(config.log.requests));
     let app = Arc::new(App {
         intake: Arc::new(intake),
         auth: Auth::new(config.sandbox, config.api_keys.clone()),
@@ -216,6 +220,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         budget,
         request_ids: RequestIds::default(),
         metrics: Arc::clone(&metrics),
+        request_log: Arc::clone(&request_log),
     });
     let (listener, addr) = bind(config.server.listen).await?;
     let ops_listener = match config.admin.listen {
@@ -286,6 +291,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         server,
         admin,
         ops,
+        summary: Summary::start(request_log),
         worker,
         writer,
         store,

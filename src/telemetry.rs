@@ -1,12 +1,26 @@
 //! Logging through tracing: text or JSON, to stderr (journald under systemd) and/or files in
 //! a directory, rotated daily (UTC midnight) with a retention count.
+//!
+//! Under journald (D36) each stderr line starts with its syslog priority (`<3>` error, `<4>`
+//! warn, `<6>` info, `<7>` debug) and text lines carry no timestamp (journald adds its own).
+//! Which requests get a line of their own is `[log] requests`; all of them are counted for a
+//! summary line per minute with traffic ([`RequestLog`], [`Summary`]).
 
 use crate::config::{Log, LogFormat};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tracing::{Event, Level, Subscriber};
 use tracing_appender::non_blocking::WorkerGuard;
 use tracing_appender::rolling::{RollingFileAppender, Rotation};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::prelude::*;
+use tracing_subscriber::registry::LookupSpan;
 
 /// Keeps the file writer's buffer flushing until dropped (at exit).
 pub struct Guard(#[allow(dead_code)] Option<WorkerGuard>);
@@ -24,10 +38,47 @@ pub enum LogError {
     },
 }
 
+/// The syslog priority journald reads from a line's `<N>` prefix (D36).
+pub fn priority(level: Level) -> u8 {
+    match level {
+        Level::ERROR => 3,
+        Level::WARN => 4,
+        Level::INFO => 6,
+        _ => 7,
+    }
+}
+
+/// Whether stderr goes to journald: systemd sets `JOURNAL_STREAM` for a service whose
+/// stderr is connected to the journal.
+pub fn under_journald() -> bool {
+    std::env::var_os("JOURNAL_STREAM").is_some_and(|v| !v.is_empty())
+}
+
+/// Writes the event's syslog priority, then the line of the wrapped formatter.
+struct Priority<F>(F);
+
+impl<S, N, F> FormatEvent<S, N> for Priority<F>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+    F: FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        write!(writer, "<{}>", priority(*event.metadata().level()))?;
+        self.0.format_event(ctx, writer, event)
+    }
+}
+
 fn layer<S>(
     format: LogFormat,
     writer: BoxMakeWriter,
     ansi: bool,
+    journald: bool,
 ) -> Box<dyn tracing_subscriber::Layer<S> + Send + Sync>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
@@ -36,12 +87,20 @@ where
         .with_writer(writer)
         .with_target(false);
     match format {
-        LogFormat::Text => base.with_ansi(ansi).boxed(),
-        LogFormat::Json => base
-            .json()
-            .flatten_event(true)
-            .with_current_span(false)
+        LogFormat::Text if journald => base
+            .with_ansi(false)
+            .without_time()
+            .map_event_format(Priority)
             .boxed(),
+        LogFormat::Text => base.with_ansi(ansi).boxed(),
+        LogFormat::Json => {
+            let json = base.json().flatten_event(true).with_current_span(false);
+            if journald {
+                json.map_event_format(Priority).boxed()
+            } else {
+                json.boxed()
+            }
+        }
     }
 }
 
@@ -51,7 +110,8 @@ pub fn init(log: &Log) -> Result<Guard, LogError> {
     let mut layers = Vec::new();
     if log.stderr {
         let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-        layers.push(layer(log.format, BoxMakeWriter::new(std::io::stderr), ansi));
+        let stderr = BoxMakeWriter::new(std::io::stderr);
+        layers.push(layer(log.format, stderr, ansi, under_journald()));
     }
     let mut guard = None;
     if let Some(dir) = &log.dir {
@@ -69,11 +129,248 @@ pub fn init(log: &Log) -> Result<Guard, LogError> {
             .map_err(|e| err(e.to_string()))?;
         let (writer, g) = tracing_appender::non_blocking(appender);
         guard = Some(g);
-        layers.push(layer(log.format, BoxMakeWriter::new(writer), false));
+        layers.push(layer(log.format, BoxMakeWriter::new(writer), false, false));
     }
     let _ = tracing_subscriber::registry()
         .with(layers)
         .with(filter)
         .try_init();
     Ok(Guard(guard))
+}
+
+/// Which requests get a log line of their own (D36, `[log] requests`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestLines {
+    /// Refusals and errors: every answer with a status of 400 or more (the default).
+    Failures,
+    /// Every request.
+    All,
+    /// None.
+    Off,
+}
+
+impl RequestLines {
+    /// Whether a request answered with `status` gets its own line.
+    pub fn wants(self, status: u16) -> bool {
+        match self {
+            Self::Failures => status >= 400,
+            Self::All => true,
+            Self::Off => false,
+        }
+    }
+}
+
+/// How often the summary line is written (while there is traffic).
+pub const SUMMARY_EVERY: Duration = Duration::from_secs(60);
+
+/// The lowest status counted; statuses are three digits.
+const FIRST_STATUS: u16 = 100;
+
+/// The per-request log policy and the requests answered since the last summary, one atomic
+/// counter per status: counting costs one relaxed add, no lock.
+pub struct RequestLog {
+    lines: RequestLines,
+    counts: Box<[AtomicU64]>,
+}
+
+impl RequestLog {
+    /// Nothing counted yet.
+    pub fn new(lines: RequestLines) -> Self {
+        Self {
+            lines,
+            counts: (FIRST_STATUS..1000).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Counts a request answered with `status`; true when it gets a line of its own.
+    pub fn answered(&self, status: u16) -> bool {
+        let slot = usize::from(status.clamp(FIRST_STATUS, 999) - FIRST_STATUS);
+        if let Some(c) = self.counts.get(slot) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        self.lines.wants(status)
+    }
+
+    /// The counts since the last call, by status (ascending, zeros left out), reset to zero.
+    pub fn take(&self) -> Vec<(u16, u64)> {
+        (FIRST_STATUS..)
+            .zip(self.counts.iter())
+            .filter(|(_, c)| c.load(Ordering::Relaxed) > 0)
+            .map(|(status, c)| (status, c.swap(0, Ordering::Relaxed)))
+            .filter(|&(_, n)| n > 0)
+            .collect()
+    }
+}
+
+/// `requests <period>: 202=1234 207=3 400=12`, or `None` without traffic.
+pub fn summary_line(counts: &[(u16, u64)], period: &str) -> Option<String> {
+    if counts.is_empty() {
+        return None;
+    }
+    let mut line = format!("requests {period}:");
+    for (status, n) in counts {
+        line.push_str(&format!(" {status}={n}"));
+    }
+    Some(line)
+}
+
+fn log_summary(log: &RequestLog, period: &str) {
+    if let Some(line) = summary_line(&log.take(), period) {
+        tracing::info!("{line}");
+    }
+}
+
+/// The task writing the summary line every [`SUMMARY_EVERY`] with traffic.
+pub struct Summary {
+    task: JoinHandle<()>,
+    log: Arc<RequestLog>,
+}
+
+impl Summary {
+    /// Starts the task (inside a tokio runtime).
+    pub fn start(log: Arc<RequestLog>) -> Self {
+        Self::every(log, SUMMARY_EVERY)
+    }
+
+    fn every(log: Arc<RequestLog>, every: Duration) -> Self {
+        let period = if every == SUMMARY_EVERY {
+            "in the last minute".to_string()
+        } else {
+            format!("in the last {} ms", every.as_millis())
+        };
+        let counted = Arc::clone(&log);
+        let task = tokio::spawn(async move {
+            let start = tokio::time::Instant::now() + every;
+            let mut ticks = tokio::time::interval_at(start, every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                log_summary(&counted, &period);
+            }
+        });
+        Self { task, log }
+    }
+
+    /// Stops the task and writes what was counted since its last line (call it once the
+    /// requests in flight are answered).
+    pub fn stop(self) {
+        self.task.abort();
+        log_summary(&self.log, "since the last summary");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[test]
+    fn priorities_follow_syslog() {
+        let got = [
+            Level::ERROR,
+            Level::WARN,
+            Level::INFO,
+            Level::DEBUG,
+            Level::TRACE,
+        ]
+        .map(priority);
+        assert_eq!(got, [3, 4, 6, 7, 7]);
+    }
+
+    #[test]
+    fn request_lines_follow_the_setting() {
+        let failures = RequestLog::new(RequestLines::Failures);
+        assert!(!failures.answered(202) && !failures.answered(207));
+        assert!(failures.answered(400) && failures.answered(408) && failures.answered(503));
+        assert!(RequestLog::new(RequestLines::All).answered(202));
+        let off = RequestLog::new(RequestLines::Off);
+        assert!(!off.answered(202) && !off.answered(500));
+    }
+
+    #[test]
+    fn counts_by_status_and_reset_when_taken() {
+        let log = RequestLog::new(RequestLines::Off);
+        for status in [202, 400, 202, 207, 202, 400, 999, 0] {
+            log.answered(status);
+        }
+        assert_eq!(
+            log.take(),
+            [(100, 1), (202, 3), (207, 1), (400, 2), (999, 1)]
+        );
+        assert_eq!(log.take(), []);
+        assert_eq!(summary_line(&log.take(), "in the last minute"), None);
+        assert_eq!(
+            summary_line(&[(202, 1234), (207, 3), (400, 12)], "in the last minute").as_deref(),
+            Some("requests in the last minute: 202=1234 207=3 400=12")
+        );
+    }
+
+    #[test]
+    fn counting_from_many_threads_loses_nothing() {
+        let log = Arc::new(RequestLog::new(RequestLines::Failures));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let log = Arc::clone(&log);
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        let _ = log.answered(202);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        assert_eq!(log.take(), [(202, 40_000)]);
+    }
+
+    /// Captures what the summary task logs.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_summary_task_writes_a_line_only_for_periods_with_traffic() {
+        let out = Captured::default();
+        let sink = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || sink.clone())
+            .with_ansi(false)
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let log = Arc::new(RequestLog::new(RequestLines::Off));
+        let text = || String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        runtime.block_on(async {
+            let summary = Summary::every(Arc::clone(&log), Duration::from_millis(100));
+            log.answered(202);
+            log.answered(400);
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            assert!(
+                text().contains("requests in the last 100 ms: 202=1 400=1"),
+                "{}",
+                text()
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await; // periods without traffic
+            assert_eq!(text().lines().count(), 1, "{}", text());
+            log.answered(207);
+            summary.stop();
+        });
+        let text = text();
+        assert!(
+            text.contains("requests since the last summary: 207=1"),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 2, "{text}");
+    }
 }

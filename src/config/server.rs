@@ -1,5 +1,6 @@
 //! `[server]` (the intake listener, TLS, timeouts), `[admin]` and `[log]`.
 
+use crate::telemetry::RequestLines;
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -226,6 +227,7 @@ pub(super) struct RawLog {
     stderr: Option<bool>,
     dir: Option<PathBuf>,
     max_files: Option<usize>,
+    requests: Option<String>,
 }
 
 /// How log lines are written.
@@ -251,6 +253,8 @@ pub struct Log {
     pub dir: Option<PathBuf>,
     /// Rotated files kept.
     pub max_files: usize,
+    /// Which requests get a line of their own (D36).
+    pub requests: RequestLines,
 }
 
 impl Default for Log {
@@ -261,6 +265,7 @@ impl Default for Log {
             stderr: true,
             dir: None,
             max_files: 14,
+            requests: RequestLines::Failures,
         }
     }
 }
@@ -282,12 +287,25 @@ impl RawLog {
         if max_files == 0 {
             return Err(("max_files", "must be at least 1".into()));
         }
+        let requests = match self.requests.as_deref() {
+            None => d.requests,
+            Some("failures") => RequestLines::Failures,
+            Some("all") => RequestLines::All,
+            Some("off") => RequestLines::Off,
+            Some(other) => {
+                return Err((
+                    "requests",
+                    format!("{other:?} is not one of \"failures\", \"all\", \"off\""),
+                ));
+            }
+        };
         Ok(Log {
             level,
             format: self.format.unwrap_or(d.format),
             stderr,
             dir: self.dir,
             max_files,
+            requests,
         })
     }
 }

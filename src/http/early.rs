@@ -33,7 +33,9 @@ where
         timeout.as_secs()
     );
     write_and_close(io, "408 Request Timeout", &message, &request_id).await;
-    tracing::info!(request_id, %peer, status = 408, "request headers timed out");
+    if app.request_log.answered(408) {
+        tracing::info!(request_id, %peer, status = 408, "request headers timed out");
+    }
 }
 
 /// The first request, refused for its transfer coding.
@@ -107,9 +109,11 @@ impl Refusal {
         linger(io).await;
         let elapsed = started.elapsed().as_secs_f64();
         app.metrics.request(interface, 501, 0, 0, elapsed);
-        let latency_ms = format_args!("{:.3}", elapsed * 1000.0);
-        tracing::info!(request_id, %peer, key = "-", interface, status = 501, accepted = 0,
-            failed = 0, %latency_ms, "request");
+        if app.request_log.answered(501) {
+            let latency_ms = format_args!("{:.3}", elapsed * 1000.0);
+            tracing::info!(request_id, %peer, key = "-", interface, status = 501, accepted = 0,
+                failed = 0, %latency_ms, "request");
+        }
     }
 }
 

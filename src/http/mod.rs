@@ -52,6 +52,8 @@ pub struct App {
     pub request_ids: RequestIds,
     /// Counters and latency.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Which requests get a log line, and their counts for the summary line (D36).
+    pub request_log: Arc<crate::telemetry::RequestLog>,
 }
 
 /// Request identifiers (D4): the client's `x-request-id` when it is a sane token, else a new

@@ -111,6 +111,9 @@ async fn handle(
     let elapsed = started.elapsed().as_secs_f64();
     app.metrics
         .request(interface, status, accepted, failed, elapsed);
+    if !app.request_log.answered(status) {
+        return response;
+    }
     let latency_ms = format_args!("{:.3}", elapsed * 1000.0);
     match &result {
         Err(ApiError::Intake(crate::intake::IntakeError::Storage(e))) => tracing::error!(
