@@ -48,10 +48,12 @@ pub enum StartError {
         source: StoreError,
     },
     /// The listener cannot be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr} ({key}): {source}")]
     Listen {
         /// The address.
         addr: SocketAddr,
+        /// Where it was configured.
+        key: &'static str,
         /// Why.
         source: std::io::Error,
     },
@@ -156,13 +158,16 @@ fn open_store(config: &Config) -> Result<Arc<dyn Store>, StartError> {
     Ok(store)
 }
 
-async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), StartError> {
+async fn bind(
+    addr: SocketAddr,
+    key: &'static str,
+) -> Result<(tokio::net::TcpListener, SocketAddr), StartError> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| StartError::Listen { addr, source })?;
+        .map_err(|source| StartError::Listen { addr, key, source })?;
     let local = listener
         .local_addr()
-        .map_err(|source| StartError::Listen { addr, source })?;
+        .map_err(|source| StartError::Listen { addr, key, source })?;
     Ok((listener, local))
 }
 
@@ -222,9 +227,9 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         metrics: Arc::clone(&metrics),
         request_log: Arc::clone(&request_log),
     });
-    let (listener, addr) = bind(config.server.listen).await?;
+    let (listener, addr) = bind(config.server.listen, "[server] listen or --listen").await?;
     let ops_listener = match config.admin.listen {
-        Some(a) => Some(bind(a).await?),
+        Some(a) => Some(bind(a, "[admin] listen or --admin-listen").await?),
         None => None,
     };
     let (shutdown, rx) = watch::channel(false);

@@ -199,7 +199,7 @@ fn logs_go_to_a_daily_file_as_json_with_one_line_per_request_and_no_secrets() {
         "",
         NOWHERE,
         &format!(
-            "[log]\nformat = \"json\"\ndir = \"{}\"\nmax_files = 3\n",
+            "[log]\nformat = \"json\"\ndir = \"{}\"\nmax_files = 3\nrequests = \"all\"\n",
             logs.display()
         ),
     )
