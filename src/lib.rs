@@ -23,6 +23,7 @@ pub mod live;
 pub mod metrics;
 pub mod number;
 pub mod queue;
+pub mod reload;
 pub mod service;
 pub mod shape;
 pub mod status;

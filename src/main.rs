@@ -116,8 +116,9 @@ fn operate(cli: Cli) -> anyhow::Result<()> {
             listen,
             admin_listen,
         } => {
-            let mut config = match config {
-                Some(path) => Config::load(&path)?,
+            let path = config;
+            let mut config = match &path {
+                Some(path) => Config::load(path)?,
                 None => Config::sandbox_default(),
             };
             if let Some(addr) = listen {
@@ -136,7 +137,7 @@ fn operate(cli: Cli) -> anyhow::Result<()> {
             }
             let _log = telemetry::init(&config.log)?;
             let runtime = tokio::runtime::Runtime::new().context("cannot start the runtime")?;
-            runtime.block_on(service::run(config))?;
+            runtime.block_on(service::run(config, path))?;
             Ok(())
         }
         Command::CheckConfig { config } => check_config(&config),

@@ -78,6 +78,8 @@ pub enum StartError {
 
 /// A running service.
 pub struct Running {
+    /// What a reload (SIGHUP) replaces; taken by [`run`].
+    pub reloadable: Option<crate::reload::Reloadable>,
     /// The address the intake listens on (useful with port 0).
     pub addr: SocketAddr,
     /// The address of the admin listener (`/healthz`, `/readyz`, `/metrics`), if enabled.
@@ -186,6 +188,13 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .as_ref()
         .map(tls::server_config)
         .transpose()?;
+    let tls = Arc::new(crate::live::Live::new(
+        tls.map(tokio_rustls::TlsAcceptor::from),
+    ));
+    let auth = Arc::new(crate::live::Live::new(Auth::new(
+        config.sandbox,
+        config.api_keys.clone(),
+    )));
     let store = open_store(config)?;
     let writer = Writer::start(Arc::clone(&store)).map_err(StartError::Thread)?;
     let metrics = Arc::new(Metrics::default());
@@ -219,7 +228,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let request_log = Arc::new(RequestLog::new(config.log.requests));
     let app = Arc::new(App {
         intake: Arc::new(intake),
-        auth: Auth::new(config.sandbox, config.api_keys.clone()),
+        auth: Arc::clone(&auth),
         max_body_bytes: config.max_body_bytes,
         body_timeout: config.server.body_timeout,
         budget,
@@ -276,7 +285,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         None => (None, None),
     };
     let settings = ConnSettings {
-        tls: tls.map(tokio_rustls::TlsAcceptor::from),
+        tls: Arc::clone(&tls),
         handshake_timeout: config.server.handshake_timeout,
         header_timeout: config.server.header_timeout,
         max_streams_per_connection: config.server.max_streams_per_connection,
@@ -289,7 +298,13 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         config.server.max_connections,
         until(rx),
     ));
+    let reloadable = crate::reload::Reloadable {
+        auth,
+        tls,
+        target: worker.target(),
+    };
     Ok(Running {
+        reloadable: Some(reloadable),
         addr,
         ops_addr,
         shutdown,
@@ -328,8 +343,8 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
-/// Runs the service until SIGTERM or SIGINT.
-pub async fn run(config: Config) -> Result<(), StartError> {
+/// Runs the service until SIGTERM or SIGINT; SIGHUP re-reads `path` (D34).
+pub async fn run(config: Config, path: Option<std::path::PathBuf>) -> Result<(), StartError> {
     if config.sandbox {
         tracing::warn!(
             "SANDBOX MODE: no API key is required and nothing is delivered to an AP platform; \
@@ -338,7 +353,8 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     }
     // Before anything listens: a SIGTERM right after start-up stops cleanly too.
     let stop = shutdown_signal();
-    let running = start(&config).await?;
+    let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
+    let mut running = start(&config).await?;
     if config.server.tls.is_none() && !config.sandbox {
         tracing::warn!("serving plain HTTP without TLS (server.plain_http = true)");
     }
@@ -358,7 +374,23 @@ pub async fn run(config: Config) -> Result<(), StartError> {
     };
     tracing::info!(listen = %running.addr, scheme, data_dir = %config.data_dir.display(), sandbox = config.sandbox, "ap-intake listening");
     notify(sd_notify::NotifyState::Ready);
-    stop.await;
+    match (hangup, running.reloadable.take()) {
+        (Ok(mut hangup), Some(parts)) => {
+            let mut reloader = crate::reload::Reloader::new(path, config.clone(), parts);
+            tokio::pin!(stop);
+            loop {
+                tokio::select! {
+                    () = &mut stop => break,
+                    Some(()) = hangup.recv() => {
+                        notify(sd_notify::NotifyState::Reloading);
+                        reloader.reload();
+                        notify(sd_notify::NotifyState::Ready);
+                    }
+                }
+            }
+        }
+        _ => stop.await,
+    }
     notify(sd_notify::NotifyState::Stopping);
     tracing::info!("shutting down: finishing requests in flight");
     running.stop().await;

@@ -131,11 +131,38 @@ pub fn init(log: &Log) -> Result<Guard, LogError> {
         guard = Some(g);
         layers.push(layer(log.format, BoxMakeWriter::new(writer), false, false));
     }
-    let _ = tracing_subscriber::registry()
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+    if tracing_subscriber::registry()
         .with(layers)
         .with(filter)
-        .try_init();
+        .try_init()
+        .is_ok()
+    {
+        let _ = LEVEL.set(handle);
+    }
     Ok(Guard(guard))
+}
+
+type Layers = Vec<Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>>;
+type LevelHandle = tracing_subscriber::reload::Handle<
+    EnvFilter,
+    tracing_subscriber::layer::Layered<Layers, tracing_subscriber::Registry>,
+>;
+
+/// The installed filter, for a reload to change (D34).
+static LEVEL: std::sync::OnceLock<LevelHandle> = std::sync::OnceLock::new();
+
+/// Sets the log level filter (`[log] level`) of the running process; `RUST_LOG`, when set,
+/// still wins. Does nothing where [`init`] did not install the subscriber (tests).
+pub fn set_level(level: &str) -> Result<(), String> {
+    if std::env::var_os("RUST_LOG").is_some() {
+        return Ok(());
+    }
+    let filter = EnvFilter::try_new(level).map_err(|e| format!("log.level {level:?}: {e}"))?;
+    match LEVEL.get() {
+        Some(handle) => handle.reload(filter).map_err(|e| e.to_string()),
+        None => Ok(()),
+    }
 }
 
 /// Which requests get a log line of their own (D36, `[log] requests`).

@@ -22,8 +22,9 @@ use tokio::time::Instant;
 
 /// How a connection is accepted.
 pub struct ConnSettings {
-    /// TLS, or plain HTTP when `None`.
-    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// TLS, or plain HTTP when `None`; a reload replaces the certificate (D34) for the
+    /// connections that follow.
+    pub tls: Arc<crate::live::Live<Option<tokio_rustls::TlsAcceptor>>>,
     /// Bound on the TLS handshake.
     pub handshake_timeout: Duration,
     /// Bound on receiving a request's head; on HTTP/2, on a connection without a request in
@@ -83,7 +84,8 @@ pub async fn serve<S>(
     S: Routes,
 {
     let _ = stream.set_nodelay(true);
-    match &settings.tls {
+    let tls = settings.tls.get();
+    match tls.as_ref() {
         None => serve_io(stream, peer, settings, app, service, stop).await,
         Some(acceptor) => {
             match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(stream)).await {

@@ -40,8 +40,8 @@ pub struct ConnInfo {
 pub struct App {
     /// Validation and queueing.
     pub intake: Arc<Intake>,
-    /// API keys.
-    pub auth: Auth,
+    /// API keys; a reload replaces them (D34).
+    pub auth: Arc<crate::live::Live<Auth>>,
     /// Largest accepted body.
     pub max_body_bytes: u64,
     /// How long a body may take to arrive.

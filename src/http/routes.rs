@@ -189,7 +189,8 @@ async fn accept(
         return Err(ApiError::MethodNotAllowed(req.method.to_string()));
     }
     let presented = req.headers.get("x-api-key").map(HeaderValue::as_bytes);
-    *key_name = app.auth.check(presented, iface)?.map(str::to_string);
+    let auth = app.auth.get();
+    *key_name = auth.check(presented, iface)?.map(str::to_string);
     check_transfer_encoding(req.headers)?;
     check_content_type(req.headers)?;
     let coding = content_coding(req.headers)?;
