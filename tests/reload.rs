@@ -1,12 +1,25 @@
 //! SIGHUP (D34): the real binary re-reads its config file; new keys are accepted, removed
-//! ones refused, a new TLS certificate is served on new connections, and a broken file is
+//! ones refused, a new TLS certificate is served on new connections (a connection opened
+//! before keeps working), a new log level applies, and a broken file (or key file) is
 //! refused with the running configuration kept.
 
 mod common;
-use common::process::{Service, post};
+use common::process::post;
 use common::*;
+use rcgen::{
+    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+const GL: &str = "/general-ledger-codes/v1";
 
 fn config(data: &Path, keys: &[&str]) -> String {
     let mut text = format!(
@@ -21,6 +34,77 @@ fn config(data: &Path, keys: &[&str]) -> String {
         ));
     }
     text
+}
+
+/// `ap-intake serve --config FILE` as a child process, killed when dropped. Unlike
+/// `common::process::Service`, its environment has no `RUST_LOG`, which would override
+/// `[log] level` (and hide the info lines these tests wait for).
+struct Service {
+    child: Child,
+    addr: SocketAddr,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Service {
+    /// Starts the service in `cwd` and waits (up to 30 s) for its "listen=ADDR" log line.
+    fn start(config: &Path, cwd: &Path) -> Self {
+        let mut child = common::process::bin()
+            .env_remove("RUST_LOG")
+            .env_remove("JOURNAL_STREAM")
+            .args(["serve", "--config"])
+            .arg(config)
+            .current_dir(cwd)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stderr: Arc<Mutex<String>> = Arc::default();
+        let pipe = child.stderr.take().unwrap();
+        let seen = Arc::clone(&stderr);
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut s = seen.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = loop {
+            let text = stderr.lock().unwrap().clone();
+            let addr = text
+                .lines()
+                .find_map(|l| l.split("listen=").nth(1))
+                .and_then(|rest| rest.split(' ').next()?.parse().ok());
+            if let Some(addr) = addr {
+                break addr;
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("the service exited ({status}) before listening:\n{text}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the service did not log where it listens within 30 s:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Self {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    /// Everything the service wrote to stderr so far.
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 fn hangup(service: &Service) {
@@ -46,6 +130,11 @@ fn wait_log(service: &Service, text: &str, n: usize) {
     }
 }
 
+/// How many times `text` is in the service's log.
+fn count(service: &Service, text: &str) -> usize {
+    service.stderr().matches(text).count()
+}
+
 #[test]
 fn sighup_applies_new_keys_and_refuses_a_broken_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -55,7 +144,7 @@ fn sighup_applies_new_keys_and_refuses_a_broken_file() {
     std::fs::write(&file, config(&data, &[old])).unwrap();
     let service = Service::start(&file, dir.path());
     let body = envelope(&[fixture("general-ledger-codes", "minimal")]).to_string();
-    let status = |key| post(service.addr, "/general-ledger-codes/v1", &body, Some(key)).status;
+    let status = |key| post(service.addr, GL, &body, Some(key)).status;
     assert_eq!((status(old), status(new)), (202, 401));
 
     std::fs::write(&file, config(&data, &[new])).unwrap();
@@ -79,4 +168,324 @@ fn sighup_applies_new_keys_and_refuses_a_broken_file() {
     wait_log(&service, "reload: configuration re-read", 2);
     wait_log(&service, "server.listen", 1);
     assert_eq!((status(old), status(new)), (202, 401));
+}
+
+// ---------------------------------------------------------------------------------------------
+// TLS: the certificate and key are read again; new connections get the new certificate.
+
+/// A CA signing two server certificates for localhost that differ in their common name.
+struct Pki {
+    ca: Certificate,
+    ca_key: KeyPair,
+}
+
+/// A server certificate and its key, as PEM.
+struct Leaf {
+    cert_pem: String,
+    key_pem: String,
+}
+
+impl Leaf {
+    fn der(&self) -> CertificateDer<'static> {
+        CertificateDer::from_pem_slice(self.cert_pem.as_bytes()).unwrap()
+    }
+}
+
+impl Pki {
+    fn new() -> Self {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "ap-intake reload test CA");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
+        let ca_key = KeyPair::generate().unwrap();
+        let ca = params.self_signed(&ca_key).unwrap();
+        Self { ca, ca_key }
+    }
+
+    /// A certificate for localhost and 127.0.0.1 with common name `cn`.
+    fn server(&self, cn: &str) -> Leaf {
+        let sans = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+        let mut params = CertificateParams::new(sans).unwrap();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.is_ca = IsCa::ExplicitNoCa;
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        Leaf {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        }
+    }
+
+    /// A fresh rustls client (no session cache shared between connections) trusting the CA.
+    fn client(&self) -> Arc<rustls::ClientConfig> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca.der().clone()).unwrap();
+        let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Arc::new(config)
+    }
+}
+
+/// An HTTPS connection to "localhost" with its handshake done.
+struct Session {
+    conn: rustls::ClientConnection,
+    sock: TcpStream,
+}
+
+impl Session {
+    fn connect(addr: SocketAddr, config: Arc<rustls::ClientConfig>) -> Self {
+        let name = ServerName::try_from("localhost").unwrap();
+        let mut conn = rustls::ClientConnection::new(config, name).unwrap();
+        let mut sock = TcpStream::connect(addr).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        while conn.is_handshaking() {
+            conn.complete_io(&mut sock)
+                .unwrap_or_else(|e| panic!("TLS handshake with {addr}: {e}"));
+        }
+        Self { conn, sock }
+    }
+
+    /// The certificate the server presented.
+    fn peer(&self) -> CertificateDer<'static> {
+        self.conn.peer_certificates().expect("a server certificate")[0].clone()
+    }
+
+    /// POSTs a GL code over HTTP/1.1 on this connection, keeping it open, and reads the
+    /// answer (its Content-Length bytes of body).
+    fn post(&mut self, code: &str) -> Reply {
+        let mut record = fixture("general-ledger-codes", "minimal");
+        record["code"] = serde_json::Value::from(code);
+        let body = envelope(&[record]).to_string();
+        let request = format!(
+            "POST {GL} HTTP/1.1\r\nHost: localhost\r\nx-api-key: {KEY}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut stream = rustls::Stream::new(&mut self.conn, &mut self.sock);
+        stream.write_all(request.as_bytes()).unwrap();
+        stream.flush().unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let reply = parse_raw(&buf[..end + 4]);
+                let length: usize = reply
+                    .header("content-length")
+                    .unwrap_or_else(|| panic!("no Content-Length: {reply:?}"))
+                    .parse()
+                    .unwrap();
+                if buf.len() >= end + 4 + length {
+                    return parse_raw(&buf[..end + 4 + length]);
+                }
+            }
+            match stream.read(&mut chunk) {
+                Ok(0) | Err(_) => panic!(
+                    "the connection ended mid-answer: {:?}",
+                    String::from_utf8_lossy(&buf)
+                ),
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+}
+
+/// A config with `[server.tls]` on `cert` and `key`, and the common test key.
+fn tls_config(data: &Path, cert: &Path, key: &Path) -> String {
+    format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[server.tls]\ncert = '{}'\nkey = '{}'\n\
+         [storage]\ndata_dir = '{}'\n[platform]\nurl = \"{NOWHERE}\"\n[admin]\nlisten = \"\"\n\
+         [[api_keys]]\nname = \"erp\"\nsha256 = \"{}\"\ninterfaces = [\"*\"]\n",
+        cert.display(),
+        key.display(),
+        data.display(),
+        sha(KEY)
+    )
+}
+
+#[test]
+fn sighup_serves_the_new_tls_certificate_to_new_connections() {
+    let pki = Pki::new();
+    let (a, b) = (pki.server("cert A"), pki.server("cert B"));
+    assert_ne!(a.der(), b.der());
+    let name = |der: &CertificateDer| {
+        if *der == a.der() {
+            "certificate A"
+        } else if *der == b.der() {
+            "certificate B"
+        } else {
+            "an unknown certificate"
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("server.crt"), dir.path().join("server.key"));
+    std::fs::write(&cert, &a.cert_pem).unwrap();
+    std::fs::write(&key, &a.key_pem).unwrap();
+    let file = dir.path().join("c.toml");
+    std::fs::write(&file, tls_config(&dir.path().join("data"), &cert, &key)).unwrap();
+    let service = Service::start(&file, dir.path());
+
+    // Served A; a connection that stays open across the reload.
+    let mut before = Session::connect(service.addr, pki.client());
+    assert_eq!(name(&before.peer()), "certificate A");
+    let r = before.post("BEFORE-1");
+    assert_eq!(r.status, 202, "{}", r.text);
+
+    // The files now hold B: a reload, and new connections are served B.
+    std::fs::write(&cert, &b.cert_pem).unwrap();
+    std::fs::write(&key, &b.key_pem).unwrap();
+    hangup(&service);
+    wait_log(&service, "reload: configuration re-read", 1);
+    let mut fresh = Session::connect(service.addr, pki.client());
+    assert_eq!(
+        name(&fresh.peer()),
+        "certificate B",
+        "a new connection after the reload; log:\n{}",
+        service.stderr()
+    );
+    let r = fresh.post("AFTER-1");
+    assert_eq!(r.status, 202, "{}", r.text);
+
+    // The connection opened before the reload still works (on certificate A).
+    let r = before.post("BEFORE-2");
+    assert_eq!(r.status, 202, "{}", r.text);
+    assert_eq!(name(&before.peer()), "certificate A");
+
+    // A truncated key file: the reload is refused, and new connections still get B.
+    let half = &b.key_pem[..b.key_pem.len() / 2];
+    std::fs::write(&key, half).unwrap();
+    hangup(&service);
+    wait_log(&service, "reload refused", 1);
+    assert_eq!(count(&service, "reload: configuration re-read"), 1);
+    let mut fresh = Session::connect(service.addr, pki.client());
+    assert_eq!(
+        name(&fresh.peer()),
+        "certificate B",
+        "a new connection after a refused reload; log:\n{}",
+        service.stderr()
+    );
+    let r = fresh.post("AFTER-2");
+    assert_eq!(r.status, 202, "{}", r.text);
+}
+
+// ---------------------------------------------------------------------------------------------
+// [log] level
+
+#[test]
+fn sighup_applies_a_new_log_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let file = dir.path().join("c.toml");
+    // Each reload moves `[server] listen`, so each logs a warning (which needs a restart)
+    // after its info line "reload: configuration re-read", in the same thread: once the
+    // warning is in the log, the info line is there too unless the level hides it.
+    let write = |level: &str, port: u16| {
+        let text = config(&data, &[KEY])
+            .replace("127.0.0.1:0", &format!("127.0.0.1:{port}"))
+            .replace("[admin]", &format!("[log]\nlevel = \"{level}\"\n[admin]"));
+        std::fs::write(&file, text).unwrap();
+    };
+    let (info, warning) = (
+        "reload: configuration re-read",
+        "reload: these changes take effect after a restart",
+    );
+    write("info", 0);
+    let service = Service::start(&file, dir.path());
+
+    // At info: both lines.
+    write("info", 1);
+    hangup(&service);
+    wait_log(&service, warning, 1);
+    assert_eq!(count(&service, info), 1, "{}", service.stderr());
+
+    // To warn. Whether this reload's own info line comes before or after the new level
+    // applies is not specified; the next reload's is hidden.
+    write("warn", 2);
+    hangup(&service);
+    wait_log(&service, warning, 2);
+    let infos = count(&service, info);
+    write("warn", 3);
+    hangup(&service);
+    wait_log(&service, warning, 3);
+    assert_eq!(
+        count(&service, info),
+        infos,
+        "an info line logged at level warn:\n{}",
+        service.stderr()
+    );
+    // Requests still work at level warn (nothing else changed).
+    let body = envelope(&[fixture("general-ledger-codes", "minimal")]).to_string();
+    assert_eq!(post(service.addr, GL, &body, Some(KEY)).status, 202);
+
+    // Back to info: the info line again.
+    write("info", 4);
+    hangup(&service);
+    wait_log(&service, warning, 4);
+    wait_log(&service, info, infos + 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Changes a reload cannot apply are named
+
+/// `[server]` timeouts and connection limits and `[log] requests` / `max_files` are set when
+/// the service starts (the connection settings and the request log are not replaced by a
+/// reload), so a reload that finds them changed names each in its restart warning, as it
+/// does `server.listen`: otherwise the operator believes a `systemctl reload` applied them.
+#[test]
+fn sighup_names_every_change_it_cannot_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let file = dir.path().join("c.toml");
+    std::fs::write(&file, config(&data, &[KEY])).unwrap();
+    let service = Service::start(&file, dir.path());
+
+    let server_keys = [
+        ("header_timeout_secs", "5"),
+        ("body_timeout_secs", "20"),
+        ("handshake_timeout_secs", "5"),
+        ("max_connections", "100"),
+        ("max_connections_per_ip", "10"),
+        ("max_streams_per_connection", "8"),
+    ];
+    let mut server = String::from("[server]\n");
+    for (key, value) in server_keys {
+        server.push_str(&format!("{key} = {value}\n"));
+    }
+    let changed = config(&data, &[KEY])
+        .replace("127.0.0.1:0", "127.0.0.1:1")
+        .replace("[server]\n", &server)
+        .replace(
+            "[admin]",
+            "[log]\nrequests = \"all\"\nmax_files = 3\n[admin]",
+        );
+    std::fs::write(&file, changed).unwrap();
+    hangup(&service);
+    let warning = "reload: these changes take effect after a restart";
+    wait_log(&service, warning, 1);
+    let log = service.stderr();
+    let line = log.lines().find(|l| l.contains(warning)).unwrap();
+    let missing: Vec<&str> = server_keys
+        .iter()
+        .map(|(key, _)| *key)
+        .chain(["listen", "requests", "max_files"])
+        .filter(|key| !line.contains(key))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the restart warning does not name {missing:?}:\n{line}"
+    );
 }
