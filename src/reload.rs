@@ -21,9 +21,13 @@ pub struct Reloadable {
     pub target: Arc<Live<Target>>,
 }
 
-/// The reload of one service: its config file and what it runs with now.
+/// The reload of one service: its config file, what it started with and what it runs with
+/// now.
 pub struct Reloader {
     path: Option<PathBuf>,
+    /// The config at start: what a restart-only key still runs with.
+    started: Config,
+    /// The config of the last reload that was applied.
     current: Config,
     parts: Reloadable,
 }
@@ -33,6 +37,7 @@ impl Reloader {
     pub fn new(path: Option<PathBuf>, current: Config, parts: Reloadable) -> Self {
         Self {
             path,
+            started: current.clone(),
             current,
             parts,
         }
@@ -53,11 +58,12 @@ impl Reloader {
         };
         match self.apply(&next) {
             Ok(applied) => {
-                let later = needs_restart(&self.current, &next);
-                tracing::info!(
-                    applied = %applied.join(", "),
-                    "reload: configuration re-read"
-                );
+                let later = needs_restart(&self.started, &next);
+                let applied = match applied.is_empty() {
+                    true => "nothing changed".to_string(),
+                    false => applied.join(", "),
+                };
+                tracing::info!(%applied, "reload: configuration re-read");
                 if !later.is_empty() {
                     tracing::warn!(keys = %later.join(", "), "reload: these changes take effect after a restart");
                 }
@@ -71,33 +77,44 @@ impl Reloader {
 
     /// Builds everything first, so a broken certificate or proxy changes nothing; then swaps.
     fn apply(&self, next: &Config) -> Result<Vec<&'static str>, String> {
+        // Sandbox or not is decided at start: keys and deliveries follow the running mode.
+        let sandbox = self.started.sandbox;
         let tls = match &next.server.tls {
             Some(t) => Some(tokio_rustls::TlsAcceptor::from(
                 crate::http::tls::server_config(t).map_err(|e| e.to_string())?,
             )),
             None => None,
         };
-        let target = match &next.platform {
-            Some(p) => Target::Platform(
+        let target = match (&next.platform, sandbox) {
+            (Some(p), false) => Some(Target::Platform(
                 PlatformClient::new(p, next.delivery.timeout)
                     .map_err(|e| format!("[platform]: {e}"))?,
-            ),
-            None => Target::Sandbox(SandboxSink::new(&next.data_dir)),
+            )),
+            (None, true) => Some(Target::Sandbox(SandboxSink::new(&self.started.data_dir))),
+            _ => None,
         };
         crate::telemetry::set_level(&next.log.level)?;
-        let mut applied = vec!["log.level"];
+        let old = &self.current;
+        let mut applied = Vec::new();
+        if old.log.level != next.log.level {
+            applied.push("log.level");
+        }
         self.parts
             .auth
-            .set(Auth::new(next.sandbox, next.api_keys.clone()));
-        applied.push("api_keys");
-        if self.current.server.tls.is_some() == tls.is_some() {
+            .set(Auth::new(sandbox, next.api_keys.clone()));
+        if format!("{:?}", old.api_keys) != format!("{:?}", next.api_keys) {
+            applied.push("api_keys");
+        }
+        if self.started.server.tls.is_some() == tls.is_some() {
             self.parts.tls.set(tls);
             if next.server.tls.is_some() {
-                applied.push("TLS certificate and key");
+                applied.push("TLS certificate and key (re-read)");
             }
         }
-        self.parts.target.set(target);
-        applied.push("platform");
+        if let Some(target) = target {
+            self.parts.target.set(target);
+            applied.push("platform (re-read)");
+        }
         Ok(applied)
     }
 }
@@ -111,7 +128,29 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
         }
     };
     differs("sandbox", old.sandbox != new.sandbox);
-    differs("server.listen", old.server.listen != new.server.listen);
+    let (a, b) = (&old.server, &new.server);
+    differs("server.listen", a.listen != b.listen);
+    differs(
+        "server.header_timeout_secs",
+        a.header_timeout != b.header_timeout,
+    );
+    differs("server.body_timeout_secs", a.body_timeout != b.body_timeout);
+    differs(
+        "server.handshake_timeout_secs",
+        a.handshake_timeout != b.handshake_timeout,
+    );
+    differs(
+        "server.max_connections",
+        a.max_connections != b.max_connections,
+    );
+    differs(
+        "server.max_connections_per_ip",
+        a.max_connections_per_ip != b.max_connections_per_ip,
+    );
+    differs(
+        "server.max_streams_per_connection",
+        a.max_streams_per_connection != b.max_streams_per_connection,
+    );
     differs(
         "server.tls (turning TLS on or off)",
         old.server.tls.is_some() != new.server.tls.is_some(),
@@ -131,11 +170,16 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
         "accounting_objects",
         old.accounting_types != new.accounting_types,
     );
-    differs("delivery", old.delivery != new.delivery);
+    // The timeout goes with the platform client, which a reload rebuilds.
     differs(
-        "log (format, stderr, dir, requests)",
-        format!("{:?}", (old.log.format, old.log.stderr, &old.log.dir))
-            != format!("{:?}", (new.log.format, new.log.stderr, &new.log.dir)),
+        "delivery (batch size, backoff)",
+        old.delivery.settings != new.delivery.settings,
     );
+    let (a, b) = (&old.log, &new.log);
+    differs("log.format", a.format != b.format);
+    differs("log.stderr", a.stderr != b.stderr);
+    differs("log.dir", a.dir != b.dir);
+    differs("log.max_files", a.max_files != b.max_files);
+    differs("log.requests", a.requests != b.requests);
     keys
 }
