@@ -1,6 +1,7 @@
 #!/bin/sh
-# Checks a built ap-intake .deb: files, modes, conffiles, maintainer scripts, and that the
-# maintainer scripts never enable or start the unit. Usage: packaging/check-deb.sh FILE.deb
+# Checks a built ap-intake .deb: files, modes, no conffile (D35), Depends, the unit's
+# restart and reload settings (D34), the maintainer scripts, and that they never enable or
+# start the unit. Usage: packaging/check-deb.sh FILE.deb
 set -eu
 
 if [ $# -ne 1 ]; then
@@ -52,13 +53,34 @@ expect_file() {
 expect_file usr/bin/ap-intake -rwxr-xr-x
 expect_file usr/lib/systemd/system/ap-intake.service -rw-r--r--
 expect_file usr/lib/sysusers.d/ap-intake.conf -rw-r--r--
-expect_file etc/ap-intake/config.toml -rw-r-----
+expect_file usr/share/doc/ap-intake/config.example.toml -rw-r--r--
 expect_file usr/share/doc/ap-intake/README.md -rw-r--r--
 
-if [ -f "$work/control/conffiles" ] && grep -qx '/etc/ap-intake/config.toml' "$work/control/conffiles"; then
-    ok "/etc/ap-intake/config.toml is a conffile"
+# D35: the config belongs to the operator. Nothing under /etc, hence no conffile: postinst
+# creates /etc/ap-intake/config.toml when it is absent, and dpkg never prompts about it.
+in_etc=$(awk '$6 ~ /^\.\/etc\// { print substr($6, 2) }' "$work/contents")
+if [ -n "$in_etc" ]; then
+    fail "the package installs files under /etc (the config must not be a conffile): $(echo "$in_etc" | tr '\n' ' ')"
 else
-    fail "/etc/ap-intake/config.toml is not listed in conffiles"
+    ok "nothing installed under /etc"
+fi
+if [ -s "$work/control/conffiles" ]; then
+    fail "the package has conffiles: $(tr '\n' ' ' <"$work/control/conffiles")"
+else
+    ok "no conffiles"
+fi
+
+# postinst falls back to `ap-intake print-config` when /usr/share/doc is excluded: both
+# must be the same example.
+dpkg-deb -x "$deb" "$work/root"
+if "$work/root/usr/bin/ap-intake" print-config >"$work/printed" 2>"$work/err"; then
+    if cmp -s "$work/printed" "$work/root/usr/share/doc/ap-intake/config.example.toml"; then
+        ok "config.example.toml is the example the binary prints"
+    else
+        fail "usr/share/doc/ap-intake/config.example.toml differs from \`ap-intake print-config\`"
+    fi
+else
+    fail "ap-intake print-config failed: $(cat "$work/err")"
 fi
 
 field() {
@@ -71,6 +93,35 @@ case "$(field Maintainer)" in
     "ap-intake maintainers"*) ;;
     *) fail "Maintainer is '$(field Maintainer)', expected ap-intake maintainers" ;;
 esac
+# Depends: the binary's libraries ($auto), what postinst creates the user with, and
+# /bin/kill for the unit's ExecReload.
+depends=$(field Depends)
+for dep in 'libc6' 'systemd-sysusers | adduser' 'procps'; do
+    case ", $depends," in
+        *", $dep"[\ ,]*) ok "Depends: $dep" ;;
+        *) fail "Depends '$depends' lacks '$dep'" ;;
+    esac
+done
+
+# The unit (D34): reload by SIGHUP, no restart loop on a bad config, a start limit.
+unit=$work/root/usr/lib/systemd/system/ap-intake.service
+# shellcheck disable=SC2016 # $MAINPID is the unit's, not ours
+for line in 'ExecReload=/bin/kill -HUP $MAINPID' 'RestartPreventExitStatus=78' \
+    'Restart=on-failure' 'RuntimeDirectory=ap-intake' 'StateDirectory=ap-intake' \
+    'LogsDirectory=ap-intake'; do
+    if grep -qxF "$line" "$unit"; then
+        ok "unit: $line"
+    else
+        fail "unit: no line '$line'"
+    fi
+done
+for key in StartLimitIntervalSec StartLimitBurst; do
+    if sed -n '/^\[Unit\]/,/^\[/p' "$unit" | grep -q "^$key=[1-9]"; then
+        ok "unit: [Unit] $key"
+    else
+        fail "unit: no $key in [Unit]"
+    fi
+done
 
 for script in postinst prerm postrm; do
     s="$work/control/$script"
@@ -97,8 +148,22 @@ for script in postinst prerm postrm; do
         grep -Eq '(systemctl|deb-systemd-helper|deb-systemd-invoke)[^;|&]*[[:space:]](enable|start|restart|reenable)([[:space:]]|$)'; then
         fail "maintainer script $script enables or starts the service"
     fi
+    # Debian policy: the system user and group stay on purge (files may still be theirs).
+    if grep -v '^[[:space:]]*#' "$s" | grep -Eq '(deluser|userdel|delgroup|groupdel)([[:space:]]|$)'; then
+        fail "maintainer script $script deletes the ap-intake user or group"
+    fi
     if [ "$failures" -eq "$before" ]; then
         ok "maintainer script $script"
+    fi
+done
+
+# D35: purge removes the config directory, the queue and the logs.
+for dir in /etc/ap-intake /var/lib/ap-intake /var/log/ap-intake; do
+    if sed -n '/^[[:space:]]*purge)/,/;;/p' "$work/control/postrm" | grep -v '^[[:space:]]*#' |
+        grep -q "rm -rf .*$dir\( \|\$\)"; then
+        ok "postrm purge removes $dir"
+    else
+        fail "postrm purge does not remove $dir"
     fi
 done
 
