@@ -293,14 +293,33 @@ fn check_config(path: &Path) -> anyhow::Result<()> {
 /// Directories the shipped unit lets the service write (`ProtectSystem=strict`).
 const UNIT_WRITABLE: [&str; 3] = ["/var/lib/ap-intake", "/var/log/ap-intake", "/run/ap-intake"];
 
-/// Whether the service could keep its queue in `dir`: creates it if needed and writes a file.
-/// Run as the service's user (`sudo -u ap-intake`), this is the service's view.
+/// Whether the service could keep its queue in `dir`: the directory, or the nearest one
+/// that exists above it (the service creates the rest), is writable by this user. Nothing is
+/// created. Run as the service's user (`sudo -u ap-intake`), this is the service's view.
 fn writable(dir: &Path) -> Result<(), String> {
-    let probe = dir.join(format!(".check-config-{}", std::process::id()));
-    let result = std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(&probe, b"probe"))
-        .and_then(|()| std::fs::remove_file(&probe));
-    result.map_err(|e| format!("{} is not writable by this user: {e}", dir.display()))?;
+    let existing = dir
+        .ancestors()
+        .find(|p| p.exists() || p.as_os_str().is_empty())
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !existing.is_dir() {
+        return Err(format!(
+            "{} is not writable: {} is not a directory",
+            dir.display(),
+            existing.display()
+        ));
+    }
+    rustix::fs::access(
+        existing,
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+    )
+    .map_err(|e| {
+        format!(
+            "{} is not writable by this user ({}: {e})",
+            dir.display(),
+            existing.display()
+        )
+    })?;
     let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     if !UNIT_WRITABLE.iter().any(|w| absolute.starts_with(w)) {
         out!(
