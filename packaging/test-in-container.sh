@@ -293,7 +293,7 @@ else
   if echo "$conffiles" | grep -q . && echo "$conffiles" | grep -vq ' obsolete$'; then
     die "conffiles that are not obsolete: $conffiles"
   fi
-  ok "conffiles: $(echo "${conffiles:-none}" | tr -s ' \n' ' ')(an old conffile stays, obsolete, until purge)"
+  ok "conffiles: $(echo "${conffiles:-none}" | tr -s ' \n' ' ' | sed 's/^ //')(an old conffile stays, obsolete, until purge)"
 fi
 [ "$(ct systemctl is-enabled ap-intake.service 2>/dev/null || true)" = disabled ] ||
   die "ap-intake.service is not 'disabled' after install"
