@@ -2,7 +2,7 @@
 //! each shown over real sockets against the real service, and property tests that mutate
 //! bodies generated from every interface's schema.
 
-#[path = "../common/mod.rs"]
+#[path = "../it/common/mod.rs"]
 mod common;
 
 mod budgets;

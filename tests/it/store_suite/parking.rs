@@ -1,6 +1,8 @@
 //! Parking: `reject` sets an item aside, `requeue` or a new upsert puts it back in line.
 
-use crate::{AP, counts, each_backend, key, pending_keys, queue_invoices, sent, stored};
+use crate::store_suite::{
+    AP, counts, each_backend, key, pending_keys, queue_invoices, sent, stored,
+};
 use ap_intake::queue::{Sent, State};
 
 #[test]

@@ -6,7 +6,7 @@
 //! with a private CA (rcgen, rustls), a tunnelling proxy that records what it was asked, and
 //! a token endpoint that counts its fetches. `check-config` runs the real binary.
 
-mod common;
+use crate::common;
 use ap_intake::admin::{Request, Response};
 use ap_intake::config::Config;
 use ap_intake::queue::State;

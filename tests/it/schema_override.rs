@@ -1,6 +1,6 @@
 //! D14: a schema in `[validation] schema_dir` replaces the built-in one of the same name.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::json;
 

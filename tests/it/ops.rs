@@ -1,7 +1,7 @@
 //! Operating the appliance: rate limits, header timeouts, the connection cap, the admin
 //! listener (healthz, readyz, metrics), logs, check-config and print-config.
 
-mod common;
+use crate::common;
 use common::process::{Service, bin, post};
 use common::*;
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! a stopped one, rejected records listed and requeued, the errors when neither can be reached,
 //! and what the sandbox sink received.
 
-mod common;
+use crate::common;
 use common::process::{Service, bin};
 use common::receiver::*;
 use common::*;

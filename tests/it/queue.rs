@@ -1,6 +1,6 @@
 //! The queue behind the intake: keys (D15), upsert (D16), durability and group commit (D17).
 
-mod common;
+use crate::common;
 use ap_intake::queue::{State, Store};
 use common::*;
 use serde_json::{Value, json};

@@ -1,5 +1,5 @@
 use crate::common::*;
-use crate::support::*;
+use crate::interfaces::support::*;
 
 use ap_intake::interfaces::INTERFACES;
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //! lost, each client's records a prefix, the store sound every time. The durability settings
 //! in force (WAL, synchronous FULL, incremental vacuum, D28) and a clean stop without a WAL.
 
-mod common;
+use crate::common;
 use ap_intake::queue::sqlite::FILE_NAME;
 use ap_intake::queue::{Mode, NewRecord, QueueKey, SqliteStore, State, Store, now_ms};
 use common::process::{self, Service, post};

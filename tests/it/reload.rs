@@ -3,7 +3,7 @@
 //! before keeps working), a new log level applies, and a broken file (or key file) is
 //! refused with the running configuration kept.
 
-mod common;
+use crate::common;
 use common::process::post;
 use common::*;
 use rcgen::{

@@ -1,7 +1,7 @@
 //! Everything decided around the records: envelope, query, limits, media type, paths, methods,
 //! authentication and request ids (D3, D4, D5, D20).
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::{Value, json};
 

@@ -1,7 +1,7 @@
 //! Delivery to the platform (D18): documents, batches, outages, Retry-After, rejections,
 //! resends in flight and retry state across restarts. The platform is a real HTTP listener.
 
-mod common;
+use crate::common;
 use ap_intake::queue::State;
 use common::receiver::{Receiver, gl_records, ok};
 use common::*;

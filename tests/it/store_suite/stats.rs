@@ -1,7 +1,7 @@
 //! What an interface reports: its keys by state, its counters and oldest pending item, and its
 //! delivery backoff.
 
-use crate::{AP, backoff, each_backend, key, queue, queue_each, rec_in, sent, sorted};
+use crate::store_suite::{AP, backoff, each_backend, key, queue, queue_each, rec_in, sent, sorted};
 use ap_intake::queue::{Backoff, State, Stats};
 
 #[test]

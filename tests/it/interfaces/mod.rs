@@ -6,9 +6,6 @@
 //! The cases are derived from the shipped JSON Schemas, so a field added to a schema is tested
 //! without touching this file. One service per test function; the interfaces are looped inside.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod support;
 
 mod accepted;

@@ -2,7 +2,7 @@
 //! protocol versions, mutual TLS (required / optional), the handshake timeout, and
 //! `check-config` reading the certificate files. Certificates are made per test with rcgen.
 
-mod common;
+use crate::common;
 use common::*;
 
 use ap_intake::config::Config;

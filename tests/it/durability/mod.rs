@@ -1,9 +1,6 @@
 //! The store under faults (D29, D30): damaged files, a filesystem that fills. Each test runs
 //! the real binary or the real store on real files in a temp dir.
 
-#[path = "../common/mod.rs"]
-mod common;
-
 mod damage;
 mod disk_full;
 mod socket;

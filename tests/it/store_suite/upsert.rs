@@ -1,7 +1,9 @@
 //! `upsert`: what it stores, how a second one replaces the first, how keys stay apart, and how a
 //! key moves to the interface it was last sent through.
 
-use crate::{counts, each_backend, key, pending_keys, queue, queue_gl_codes, rec, sent, stored};
+use crate::store_suite::{
+    counts, each_backend, key, pending_keys, queue, queue_gl_codes, rec, sent, stored,
+};
 use ap_intake::queue::State;
 
 const PO1: &str = "purchase-orders-v1";

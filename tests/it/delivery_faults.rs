@@ -4,7 +4,7 @@
 //! without touching its records and resume by themselves, 413 halves the batch, and a 3xx
 //! is reported with its Location. The platform is a real HTTP listener.
 
-mod common;
+use crate::common;
 use ap_intake::admin::{Request, Response};
 use ap_intake::config::{Config, Platform};
 use ap_intake::delivery::backoff::Policy;

@@ -1,7 +1,7 @@
 //! The real `ap-intake` binary: command line, config errors, key generation, SIGTERM and the
 //! README's quick start. (kill -9 is in `crash.rs`.)
 
-mod common;
+use crate::common;
 use ap_intake::queue::Store;
 use common::process::{Service, bin, post, wait_listening};
 use common::*;

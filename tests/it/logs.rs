@@ -4,7 +4,7 @@
 //! own; all of them are counted for the summary line (the last one is written at shutdown,
 //! so no test waits a minute; the per-minute task is unit-tested in `src/telemetry.rs`).
 
-mod common;
+use crate::common;
 use common::process::{bin, post};
 use common::*;
 use std::io::{BufRead, BufReader};

@@ -1,7 +1,7 @@
 //! Mixed and failing batches, all-or-nothing payment confirmations, and the shape of `errors`
 //! (D1, D2, D3).
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::{Value, json};
 

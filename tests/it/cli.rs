@@ -2,7 +2,7 @@
 //! --listen`, listeners and data directories already in use, `check-config` on the data
 //! directory, and `status` as an admin reads it.
 
-mod common;
+use crate::common;
 use common::process::{bin, post, wait_listening};
 use std::io::Read;
 use std::process::Stdio;

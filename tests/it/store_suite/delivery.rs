@@ -1,6 +1,6 @@
 //! Delivery: what `pending` lists, and what `delivered` and `failed` do to a sent batch.
 
-use crate::{
+use crate::store_suite::{
     AP, a_batch_of_a_and_b_then_a_replaced, counts, each_backend, key, pending_keys, queue,
     queue_each, queue_invoices, sent, sorted, stored,
 };

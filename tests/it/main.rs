@@ -1,0 +1,27 @@
+//! The integration tests, one binary (a test binary per file cost minutes of linking on two
+//! cores): the real service in-process or the real binary on loopback ports, real SQLite
+//! queues in temp dirs, real HTTP listeners standing in for the platform. `tests/hostile/`
+//! is the other binary: it measures allocations with a global allocator of its own.
+//!
+//! Run one area with `cargo test --test it <module>::`, e.g. `cargo test --test it crash::`.
+
+mod common;
+
+mod batches;
+mod binary;
+mod cli;
+mod crash;
+mod delivery;
+mod delivery_faults;
+mod durability;
+mod http_edge;
+mod interfaces;
+mod logs;
+mod ops;
+mod platform_network;
+mod queue;
+mod reload;
+mod schema_override;
+mod status;
+mod store_suite;
+mod tls;
