@@ -6,6 +6,7 @@
 //! Which requests get a line of their own is `[log] requests`; all of them are counted for a
 //! summary line per minute with traffic ([`RequestLog`], [`Summary`]).
 
+pub use crate::config::RequestLines;
 use crate::config::{Log, LogFormat};
 use std::fmt;
 use std::sync::Arc;
@@ -23,7 +24,10 @@ use tracing_subscriber::prelude::*;
 use tracing_subscriber::registry::LookupSpan;
 
 /// Keeps the file writer's buffer flushing until dropped (at exit).
-pub struct Guard(#[allow(dead_code)] Option<WorkerGuard>);
+pub struct Guard(
+    #[expect(dead_code, reason = "held, not read: dropping it flushes the log file")]
+    Option<WorkerGuard>,
+);
 
 /// Why logging could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -163,17 +167,6 @@ pub fn set_level(level: &str) -> Result<(), String> {
         Some(handle) => handle.reload(filter).map_err(|e| e.to_string()),
         None => Ok(()),
     }
-}
-
-/// Which requests get a log line of their own (D36, `[log] requests`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestLines {
-    /// Refusals and errors: every answer with a status of 400 or more (the default).
-    Failures,
-    /// Every request.
-    All,
-    /// None.
-    Off,
 }
 
 impl RequestLines {

@@ -12,6 +12,12 @@
 //! for S seconds with requests of N records with unique keys, then runs the same load through
 //! the intake in-process (validation, XML, sled, group commit with fsync; no HTTP) and reports
 //! both and their ratio.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a benchmark stops loudly when its setup fails"
+)]
 
 mod delivery;
 mod intake;

@@ -9,8 +9,10 @@ mod server;
 
 pub use api_keys::{Access, ApiKey, RateLimit};
 pub use network::{Network, OAuth2};
-pub use platform::{Delivery, Platform, PlatformAuth};
-pub use server::{Admin, ClientAuth, Log, LogFormat, Server, Tls};
+pub use platform::{
+    Delivery, Platform, PlatformAuth, Policy as BackoffPolicy, Settings as DeliverySettings,
+};
+pub use server::{Admin, ClientAuth, Log, LogFormat, RequestLines, Server, Tls};
 
 use api_keys::RawApiKey;
 use platform::{RawDelivery, RawPlatform};

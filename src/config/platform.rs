@@ -1,6 +1,5 @@
 //! `[platform]` and `[delivery]`: where and how accepted records are delivered (D18).
 
-use crate::delivery::{Settings, backoff::Policy};
 use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -226,4 +225,22 @@ impl RawDelivery {
             timeout: Duration::from_secs(timeout),
         })
     }
+}
+
+/// `[delivery]` batch size and backoff, as the delivery lanes use them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Most records per document.
+    pub batch_size: usize,
+    /// Retry delays.
+    pub backoff: Policy,
+}
+
+/// `[delivery] backoff_base_ms` and `backoff_cap_ms` (the rules: `delivery::backoff`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// The first delay's ceiling.
+    pub base: Duration,
+    /// No delay's ceiling exceeds this.
+    pub cap: Duration,
 }

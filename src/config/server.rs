@@ -1,6 +1,5 @@
 //! `[server]` (the intake listener, TLS, timeouts), `[admin]` and `[log]`.
 
-use crate::telemetry::RequestLines;
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -308,4 +307,15 @@ impl RawLog {
             requests,
         })
     }
+}
+
+/// Which requests get a log line of their own (D36, `[log] requests`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestLines {
+    /// Refusals and errors: every answer with a status of 400 or more (the default).
+    Failures,
+    /// Every request.
+    All,
+    /// None.
+    Off,
 }

@@ -2,14 +2,9 @@
 
 use std::time::{Duration, SystemTime};
 
-/// `[delivery] backoff_base_ms` and `backoff_cap_ms`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Policy {
-    /// The first delay's ceiling.
-    pub base: Duration,
-    /// No delay's ceiling exceeds this.
-    pub cap: Duration,
-}
+/// `[delivery] backoff_base_ms` and `backoff_cap_ms` (plain data, defined with the config;
+/// its rules are here).
+pub use crate::config::BackoffPolicy as Policy;
 
 /// `Retry-After` is honoured up to this, so a broken header cannot park deliveries for years.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);

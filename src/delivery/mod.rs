@@ -23,14 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use target::Target;
 
-/// `[delivery]` settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Settings {
-    /// Most records per document.
-    pub batch_size: usize,
-    /// Retry delays.
-    pub backoff: backoff::Policy,
-}
+/// `[delivery]` settings: plain data, defined with the config so that `config` depends on
+/// nothing above it.
+pub use crate::config::DeliverySettings as Settings;
 
 /// Wakes the lanes when there is new work (records stored, a record requeued).
 #[derive(Clone)]

@@ -16,10 +16,11 @@ use warp::reply::Response;
 pub struct Ops {
     /// The queue.
     pub store: Arc<dyn Store>,
-    /// Its syncs.
     /// The metrics to render.
     pub metrics: Arc<Metrics>,
-    /// Schemas compiled at start-up.
+    /// Schemas compiled at start-up. The service does not start unless every interface's
+    /// schema compiles (`Validator::load`), and schemas are never reloaded, so readiness
+    /// reports what start-up established rather than checking again.
     pub schemas: usize,
 }
 

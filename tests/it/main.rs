@@ -4,6 +4,12 @@
 //! is the other binary: it measures allocations with a global allocator of its own.
 //!
 //! Run one area with `cargo test --test it <module>::`, e.g. `cargo test --test it crash::`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests stop loudly on a broken expectation"
+)]
 
 mod common;
 
