@@ -1,5 +1,5 @@
-//! A thread that serves what is waiting in batches: the mechanism under both the queue-write
-//! thread ([`super::Writer`]) and the sync thread ([`super::GroupCommit`]).
+//! A thread that serves what is waiting in batches: the mechanism under the queue-write
+//! thread ([`super::Writer`]).
 //!
 //! Callers push items; the thread wakes, takes the waiting items (all of them, or what the
 //! [`Serve`] implementation chooses) and serves them as one batch. While a batch is served,

@@ -3,7 +3,7 @@
 //!
 //! Storage sits behind the narrow [`Store`] trait, which speaks of keys, items and states
 //! only; [`open`] picks the implementation the configuration names. [`SqliteStore`] is the
-//! embedded one (D28; its schema is in `sqlite/mod.rs`) and `tests/store_suite/` the suite
+//! embedded one (D28; its schema is in `sqlite/mod.rs`) and `tests/it/store_suite/` the suite
 //! every implementation must pass. [`Writer`] stores the records of concurrent requests in
 //! one transaction, so they share one fsync (group commit, D17).
 
