@@ -230,7 +230,9 @@ impl Intake {
             });
         }
         let total = records.len();
-        let shape = self.validator.shape(iface);
+        let shape = self.validator.shape(iface).ok_or_else(|| {
+            IntakeError::Internal(format!("interface {} has no schema loaded", iface.id))
+        })?;
         let lead: Vec<(&str, &str)> = accounting_type
             .map(|t| vec![("accountingType", t)])
             .unwrap_or_default();

@@ -26,8 +26,12 @@ pub fn record(shape: &Shape, element: &str, lead: &[(&str, &str)], record: &Valu
         object_fields(&mut w, shape, map);
     }
     close(&mut w, element);
-    // Only `&str` content and ASCII markup went in, so the bytes are UTF-8.
-    String::from_utf8(w.into_inner()).unwrap_or_default()
+    // Only `&str` content and ASCII markup went in, so the bytes are UTF-8; were they not,
+    // the lossy form keeps the record visible instead of an empty element.
+    match String::from_utf8(w.into_inner()) {
+        Ok(xml) => xml,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }
 }
 
 /// A whole document: the interface's root element around records made by [`record`].

@@ -68,7 +68,7 @@ fn fill_in(data_dir: &Path, n: usize, label: &str, interfaces: usize) -> SqliteS
     let store = SqliteStore::open(data_dir, Mode::Serve, 0).expect("open the queue");
     let iface = by_path("/general-ledger-codes/v1").expect("GL codes");
     let validator = ap_intake::validate::Validator::load(None).expect("schemas");
-    let shape = validator.shape(iface);
+    let shape = validator.shape(iface).expect("GL codes' shape");
     let started = Instant::now();
     for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
         let records: Vec<NewRecord> = chunk

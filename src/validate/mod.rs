@@ -35,6 +35,9 @@ pub enum SchemaError {
         /// Why.
         source: serde_json::Error,
     },
+    /// The binary has no built-in schema of that name (a row of `INTERFACES` without its file).
+    #[error("no built-in schema {0}")]
+    Missing(String),
     /// A schema is not a valid draft-07 schema.
     #[error("schema {name} does not compile: {message}")]
     Compile {
@@ -70,17 +73,21 @@ impl Validator {
         Ok(Self { compiled })
     }
 
-    fn get(&self, iface: &Interface) -> &Compiled {
-        let i = INTERFACES
-            .iter()
-            .position(|x| std::ptr::eq(x, iface))
-            .unwrap_or_default();
-        &self.compiled[i]
+    /// The compiled schema of an interface of the table (`None` for any other: it is never
+    /// checked against some other interface's schema).
+    fn get(&self, iface: &Interface) -> Option<&Compiled> {
+        let i = INTERFACES.iter().position(|x| x.id == iface.id)?;
+        self.compiled.get(i)
     }
 
     /// Every violation of one record, in document order (D2). Empty when the record is valid.
     pub fn check(&self, iface: &Interface, record: &Value) -> Vec<Violation> {
-        let c = self.get(iface);
+        let Some(c) = self.get(iface) else {
+            return vec![Violation::new(
+                Vec::new(),
+                format!("interface {} has no schema loaded", iface.id),
+            )];
+        };
         let mut numbers = Vec::new();
         numbers::check(&c.shape, record, &mut numbers);
         let mut out = Vec::new();
@@ -100,14 +107,14 @@ impl Validator {
         out
     }
 
-    /// The XML shape of an interface's records.
-    pub fn shape(&self, iface: &Interface) -> &Shape {
-        &self.get(iface).shape
+    /// The XML shape of an interface's records (`None` for an interface not in the table).
+    pub fn shape(&self, iface: &Interface) -> Option<&Shape> {
+        self.get(iface).map(|c| &c.shape)
     }
 
     /// The override file an interface's schema came from, if not the built-in one.
     pub fn origin(&self, iface: &Interface) -> Option<&Path> {
-        self.get(iface).origin.as_deref()
+        self.get(iface).and_then(|c| c.origin.as_deref())
     }
 }
 
@@ -122,7 +129,9 @@ fn compile(iface: &Interface, dir: Option<&Path>) -> Result<Compiled, SchemaErro
             path.display().to_string(),
         ),
         None => (
-            builtin_schema(iface.schema).unwrap_or("{}").to_string(),
+            builtin_schema(iface.schema)
+                .ok_or_else(|| SchemaError::Missing(iface.schema.to_string()))?
+                .to_string(),
             format!("(built-in) {}", iface.schema),
         ),
     };
