@@ -181,6 +181,7 @@ fn checking_a_body_stays_within_its_estimated_cost() {
 /// timeout (503).
 #[test]
 fn concurrent_bodies_larger_than_the_budget_together_are_all_queued_in_turn() {
+    let _machine = crate::heavy();
     use super::common::*;
     let dir = tempfile::tempdir().unwrap();
     let text = config_text(

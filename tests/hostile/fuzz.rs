@@ -91,6 +91,7 @@ fn send(app: &TestApp, agent: &ureq::Agent, case: &Case) -> Result<Reply, String
 /// D1-D3, D15-D16, D23-D25, D27: see the module documentation.
 #[test]
 fn generated_and_mutated_requests_keep_the_answer_and_queue_invariants() {
+    let _machine = crate::heavy();
     let app = TestApp::start_with("", &format!("[limits]\nmax_records = {MAX_RECORDS}\n"));
     let model = RefCell::new(queue::Model::default());
     let seen = RefCell::new(std::collections::BTreeMap::<String, usize>::new());

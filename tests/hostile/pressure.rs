@@ -387,6 +387,7 @@ const WINDOW: Duration = Duration::from_secs(8);
 /// 100 ms, every time ([`small_requests_stay_prompt_under`]).
 #[test]
 fn healthz_and_a_small_post_answer_within_100_ms_under_crafted_bodies_d27() {
+    let _machine = crate::heavy();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let crafted = worst_shapes(HEAVY_BODY)
         .into_iter()
@@ -442,6 +443,7 @@ fn memory_bound(budget: u64, idle: u64) -> u64 {
 /// running afterwards: `/healthz` answers 200 and a small POST 202.
 #[test]
 fn sixteen_concurrent_bodies_stay_within_4x_a_small_budget_d27() {
+    let _machine = crate::heavy();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     const BUDGET: u64 = 64 << 20;
     const BODY: usize = 8 << 20;
