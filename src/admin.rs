@@ -204,23 +204,30 @@ fn ask(socket: &Path, req: &Request) -> std::io::Result<Response> {
     Ok(serde_json::from_str(&answer)?)
 }
 
-/// Serves the admin socket at `path` until `shutdown` completes. The socket file is made
-/// owner-only.
+/// Creates the admin socket at `path`, owner-only (before anything listens, so a socket that
+/// cannot be created stops start-up).
+pub fn bind(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
+    // The queue is open, and the store admits one service at a time: a socket left here by
+    // a service that stopped without cleaning up is stale.
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    let _ = std::fs::remove_file(path);
+    let listener = tokio::net::UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Serves the admin socket (made by [`bind`] at `path`) until `shutdown` completes, then
+/// removes it.
 pub async fn serve(
+    listener: tokio::net::UnixListener,
     path: PathBuf,
     data_dir: PathBuf,
     store: Arc<dyn Store>,
     waker: Waker,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
-    // The queue is open, and the store admits one service at a time: a socket left here by
-    // a service that stopped without cleaning up is stale.
-    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
-    }
-    let _ = std::fs::remove_file(&path);
-    let listener = tokio::net::UnixListener::bind(&path)?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
     tokio::pin!(shutdown);
     loop {
         let (stream, _) = tokio::select! {

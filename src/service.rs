@@ -246,30 +246,18 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         let _ = rx.wait_for(|stop| *stop).await;
     };
     let socket = config.admin.socket.clone();
+    let admin_listener = admin::bind(&socket).map_err(|source| StartError::AdminSocket {
+        path: socket.clone(),
+        source,
+    })?;
     let admin = tokio::spawn(admin::serve(
-        socket.clone(),
+        admin_listener,
+        socket,
         config.data_dir.clone(),
         Arc::clone(&store),
         waker,
         until(rx.clone()),
     ));
-    // Report a socket that cannot be created at start-up rather than silently later.
-    for _ in 0..200 {
-        if socket.exists() || admin.is_finished() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    if admin.is_finished() {
-        let source = match admin.await {
-            Ok(Err(e)) => e,
-            _ => std::io::Error::other("admin socket task ended"),
-        };
-        return Err(StartError::AdminSocket {
-            path: socket,
-            source,
-        });
-    }
     let (ops, ops_addr) = match ops_listener {
         Some((listener, a)) => {
             let state = Arc::new(Ops {

@@ -8,6 +8,10 @@ mod platform;
 mod server;
 
 pub use api_keys::{Access, ApiKey, RateLimit};
+
+/// A problem with one key of a section, found by the section's check: (the key below the
+/// section, the message). `RawConfig::check` prefixes the section and the file.
+type KeyError = (&'static str, String);
 pub use network::{Network, OAuth2};
 pub use platform::{
     Delivery, Platform, PlatformAuth, Policy as BackoffPolicy, Settings as DeliverySettings,

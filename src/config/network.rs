@@ -6,8 +6,7 @@ use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// A problem with one key: (key below the section, message).
-type KeyError = (&'static str, String);
+use super::KeyError;
 
 /// `[platform.oauth2]` as written.
 #[derive(Debug, Deserialize)]

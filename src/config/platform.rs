@@ -72,8 +72,7 @@ impl fmt::Debug for Platform {
     }
 }
 
-/// A problem with one key: (key below the section, message).
-type KeyError = (&'static str, String);
+use super::KeyError;
 
 fn read_secret(path: &Path, key: &'static str) -> Result<String, KeyError> {
     let text = std::fs::read_to_string(path)

@@ -5,8 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A problem with one key: (key below the section, message).
-type KeyError = (&'static str, String);
+use super::KeyError;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
