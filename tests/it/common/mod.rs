@@ -378,3 +378,16 @@ pub fn xml_invalid(xml: &[u8], xsd: &str) -> Option<String> {
         .expect("xmllint must be installed (Debian: libxml2-utils)");
     (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).into_owned())
 }
+
+/// Waits until `done` holds, polling, for at most `within`; fails naming `what` otherwise.
+/// Tests wait on conditions, never on a fixed sleep.
+pub fn eventually(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + within;
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not within {within:?}: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
