@@ -11,6 +11,7 @@ use crate::http::tls::{self, TlsError};
 use crate::http::{self, App, RequestIds, auth::Auth};
 use crate::intake::{Intake, Limits};
 use crate::interfaces::INTERFACES;
+use crate::live::Live;
 use crate::metrics::Metrics;
 use crate::queue::{self, Mode, Store, StoreError, Writer};
 use crate::telemetry::{RequestLog, Summary};
@@ -176,66 +177,32 @@ async fn bind(
 /// Opens the queue, compiles the schemas, starts the delivery worker, the admin socket, the
 /// admin listener and the intake listener.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
-    let validator = Validator::load(config.schema_dir.as_deref())?;
-    for iface in &INTERFACES {
-        if let Some(path) = validator.origin(iface) {
-            tracing::info!(interface = iface.id, schema = %path.display(), "schema replaced from schema_dir");
-        }
-    }
+    let validator = load_schemas(config)?;
     let tls = config
         .server
         .tls
         .as_ref()
         .map(tls::server_config)
         .transpose()?;
-    let tls = Arc::new(crate::live::Live::new(
-        tls.map(tokio_rustls::TlsAcceptor::from),
-    ));
-    let auth = Arc::new(crate::live::Live::new(Auth::new(
+    let tls = Arc::new(Live::new(tls.map(tokio_rustls::TlsAcceptor::from)));
+    let auth = Arc::new(Live::new(Auth::new(
         config.sandbox,
         config.api_keys.clone(),
     )));
     let store = open_store(config)?;
     let writer = Writer::start(Arc::clone(&store)).map_err(StartError::Thread)?;
     let metrics = Arc::new(Metrics::default());
-    let target = match &config.platform {
-        Some(p) => Target::Platform(
-            PlatformClient::new(p, config.delivery.timeout).map_err(StartError::Platform)?,
-        ),
-        None => Target::Sandbox(SandboxSink::new(&config.data_dir)),
-    };
-    let (worker, waker) = delivery::Worker::start(
-        Arc::clone(&store),
-        target,
-        config.delivery.settings,
-        Arc::clone(&metrics),
-        Arc::new(delivery::clock::SystemClock),
-    )
-    .map_err(StartError::Thread)?;
-    let budget = Arc::new(Budget::new(
-        usize::try_from(config.inflight_bytes).unwrap_or(usize::MAX),
-    ));
-    let intake = Intake::new(
-        validator,
-        writer.clone(),
-        config.accounting_types.clone(),
-        Limits {
-            max_records: config.max_records,
-            budget: Arc::clone(&budget),
-        },
-        waker.clone(),
-    );
+    let (worker, waker) = start_delivery(config, &store, &metrics)?;
     let request_log = Arc::new(RequestLog::new(config.log.requests));
-    let app = Arc::new(App {
-        intake: Arc::new(intake),
-        auth: Arc::clone(&auth),
-        max_body_bytes: config.max_body_bytes,
-        body_timeout: config.server.body_timeout,
-        budget,
-        request_ids: RequestIds::default(),
-        metrics: Arc::clone(&metrics),
-        request_log: Arc::clone(&request_log),
-    });
+    let app = intake_app(
+        config,
+        validator,
+        &writer,
+        &waker,
+        &auth,
+        &metrics,
+        &request_log,
+    );
     let (listener, addr) = bind(config.server.listen, "[server] listen or --listen").await?;
     let ops_listener = match config.admin.listen {
         Some(a) => Some(bind(a, "[admin] listen or --admin-listen").await?),
@@ -258,20 +225,15 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         waker,
         until(rx.clone()),
     ));
-    let (ops, ops_addr) = match ops_listener {
-        Some((listener, a)) => {
-            let state = Arc::new(Ops {
-                store: Arc::clone(&store),
-                metrics,
-                schemas: INTERFACES.len(),
-            });
-            (
-                Some(tokio::spawn(ops::serve(listener, state, until(rx.clone())))),
-                Some(a),
-            )
-        }
-        None => (None, None),
-    };
+    let ops_addr = ops_listener.as_ref().map(|(_, a)| *a);
+    let ops = ops_listener.map(|(listener, _)| {
+        let state = Arc::new(Ops {
+            store: Arc::clone(&store),
+            metrics,
+            schemas: INTERFACES.len(),
+        });
+        tokio::spawn(ops::serve(listener, state, until(rx.clone())))
+    });
     let settings = ConnSettings {
         tls: Arc::clone(&tls),
         handshake_timeout: config.server.handshake_timeout,
@@ -303,6 +265,74 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         worker,
         writer,
         store,
+    })
+}
+
+/// Compiles the schemas (built-in or from `schema_dir`, D14), naming the replaced ones.
+fn load_schemas(config: &Config) -> Result<Validator, StartError> {
+    let validator = Validator::load(config.schema_dir.as_deref())?;
+    for iface in &INTERFACES {
+        if let Some(path) = validator.origin(iface) {
+            tracing::info!(interface = iface.id, schema = %path.display(), "schema replaced from schema_dir");
+        }
+    }
+    Ok(validator)
+}
+
+/// The delivery lanes, to the platform or the sandbox sink (D21, D31).
+fn start_delivery(
+    config: &Config,
+    store: &Arc<dyn Store>,
+    metrics: &Arc<Metrics>,
+) -> Result<(Worker, delivery::Waker), StartError> {
+    let target = match &config.platform {
+        Some(p) => Target::Platform(
+            PlatformClient::new(p, config.delivery.timeout).map_err(StartError::Platform)?,
+        ),
+        None => Target::Sandbox(SandboxSink::new(&config.data_dir)),
+    };
+    delivery::Worker::start(
+        Arc::clone(store),
+        target,
+        config.delivery.settings,
+        Arc::clone(metrics),
+        Arc::new(delivery::clock::SystemClock),
+    )
+    .map_err(StartError::Thread)
+}
+
+/// What the intake listener's handler shares: the intake pipeline, keys, limits, metrics.
+fn intake_app(
+    config: &Config,
+    validator: Validator,
+    writer: &Writer,
+    waker: &delivery::Waker,
+    auth: &Arc<Live<Auth>>,
+    metrics: &Arc<Metrics>,
+    request_log: &Arc<RequestLog>,
+) -> Arc<App> {
+    let budget = Arc::new(Budget::new(
+        usize::try_from(config.inflight_bytes).unwrap_or(usize::MAX),
+    ));
+    let intake = Intake::new(
+        validator,
+        writer.clone(),
+        config.accounting_types.clone(),
+        Limits {
+            max_records: config.max_records,
+            budget: Arc::clone(&budget),
+        },
+        waker.clone(),
+    );
+    Arc::new(App {
+        intake: Arc::new(intake),
+        auth: Arc::clone(auth),
+        max_body_bytes: config.max_body_bytes,
+        body_timeout: config.server.body_timeout,
+        budget,
+        request_ids: RequestIds::default(),
+        metrics: Arc::clone(metrics),
+        request_log: Arc::clone(request_log),
     })
 }
 
