@@ -141,47 +141,76 @@ fn schema_pattern<'a>(schema: &'a Value, schema_url: &str, compiled: &'a str) ->
 }
 
 fn leaf(err: &ValidationError, cx: &Context<'_>, out: &mut Vec<Violation>) {
-    let (record, schema) = (cx.record, cx.schema);
-    let steps: Vec<Step> = err
-        .instance_location
+    let steps = steps_of(err);
+    let value = lookup(cx.record, &steps).unwrap_or(&Value::Null);
+    let with = |name: &str| {
+        let mut s = steps.clone();
+        s.push(Step::Key(name.to_string()));
+        s
+    };
+    match &err.kind {
+        ErrorKind::Required { want } => {
+            for name in want {
+                let message = format!("required key [{name}] not found");
+                out.push(Violation::new(with(name), message));
+            }
+        }
+        ErrorKind::AdditionalProperties { got } => {
+            for name in got {
+                let message = format!("extraneous key [{name}] is not permitted");
+                out.push(Violation::new(with(name), message));
+            }
+        }
+        // Numbers are judged exactly by `numbers.rs`, not by boon's f64 (D23).
+        ErrorKind::Type { .. }
+            if value.is_number() && cx.numbers_judged.contains(steps.as_slice()) => {}
+        // Checked on the row, about its coding rows: point at them.
+        ErrorKind::Format { want, err, .. } if *want == "coding-sum" => {
+            out.push(Violation::new(with("coding"), err.to_string()));
+        }
+        ErrorKind::Enum { .. } => {
+            // boon stops at a failed enum; a value that is also too long breaks two rules (D2).
+            let max = subschema(cx.schema, err.schema_url)
+                .and_then(|s| s.get("maxLength"))
+                .and_then(Value::as_u64);
+            if let (Some(max), Value::String(s)) = (max, value) {
+                let len = s.chars().count() as u64;
+                if len > max {
+                    let message = format!(
+                        "string {} is too long (length: {len}, maximum allowed: {max})",
+                        render_value(value)
+                    );
+                    out.push(Violation::new(steps.clone(), message));
+                }
+            }
+            out.push(Violation::new(
+                steps.clone(),
+                message(err, value, &steps, cx.schema),
+            ));
+        }
+        _ => out.push(Violation::new(
+            steps.clone(),
+            message(err, value, &steps, cx.schema),
+        )),
+    }
+}
+
+/// Where in the record a boon error points.
+fn steps_of(err: &ValidationError) -> Vec<Step> {
+    err.instance_location
         .tokens
         .iter()
         .map(|t| match t {
             InstanceToken::Prop(p) => Step::Key(p.to_string()),
             InstanceToken::Item(i) => Step::Index(*i),
         })
-        .collect();
-    let value = lookup(record, &steps).unwrap_or(&Value::Null);
+        .collect()
+}
+
+/// The decisions table's text for one boon error about `value` at `steps` (D2).
+fn message(err: &ValidationError, value: &Value, steps: &[Step], schema: &Value) -> String {
     let shown = || render_value(value);
-    let with = |name: &str| {
-        let mut s = steps.clone();
-        s.push(Step::Key(name.to_string()));
-        s
-    };
-    let message = match &err.kind {
-        ErrorKind::Required { want } => {
-            for name in want {
-                out.push(Violation::new(
-                    with(name),
-                    format!("required key [{name}] not found"),
-                ));
-            }
-            return;
-        }
-        ErrorKind::AdditionalProperties { got } => {
-            for name in got {
-                out.push(Violation::new(
-                    with(name),
-                    format!("extraneous key [{name}] is not permitted"),
-                ));
-            }
-            return;
-        }
-        ErrorKind::Type { .. }
-            if value.is_number() && cx.numbers_judged.contains(steps.as_slice()) =>
-        {
-            return;
-        }
+    match &err.kind {
         ErrorKind::Type { want, .. } => {
             let allowed: Vec<String> = want.iter().map(|t| t.to_string()).collect();
             format!(
@@ -190,45 +219,26 @@ fn leaf(err: &ValidationError, cx: &Context<'_>, out: &mut Vec<Violation>) {
                 serde_json::to_string(&allowed).unwrap_or_default()
             )
         }
-        ErrorKind::Enum { want } => {
-            // boon stops at a failed enum; a value that is also too long breaks two rules (D2).
-            let max = subschema(schema, err.schema_url)
-                .and_then(|s| s.get("maxLength"))
-                .and_then(Value::as_u64);
-            if let (Some(max), Value::String(s)) = (max, value) {
-                let len = s.chars().count() as u64;
-                if len > max {
-                    out.push(Violation::new(
-                        steps.clone(),
-                        format!(
-                            "string {} is too long (length: {len}, maximum allowed: {max})",
-                            shown()
-                        ),
-                    ));
-                }
-            }
-            format!(
-                "instance value ({}) not found in enum (possible values: {})",
-                shown(),
-                Value::Array(want.to_vec())
-            )
-        }
+        ErrorKind::Enum { want } => format!(
+            "instance value ({}) not found in enum (possible values: {})",
+            shown(),
+            Value::Array(want.to_vec())
+        ),
         ErrorKind::Pattern { want, .. } => format!(
             "string {} does not match pattern \"{}\"",
             shown(),
             schema_pattern(schema, err.schema_url, want)
         ),
-        ErrorKind::MinLength { got, want } => {
-            // The decisions table words an empty description_en its own way.
-            if *got == 0 && steps.last() == Some(&Step::Key("description_en".into())) {
-                "description_en is required.".to_string()
-            } else {
-                format!(
-                    "string {} is too short (length: {got}, required minimum: {want})",
-                    shown()
-                )
-            }
+        // The decisions table words an empty description_en its own way.
+        ErrorKind::MinLength { got: 0, .. }
+            if steps.last() == Some(&Step::Key("description_en".into())) =>
+        {
+            "description_en is required.".to_string()
         }
+        ErrorKind::MinLength { got, want } => format!(
+            "string {} is too short (length: {got}, required minimum: {want})",
+            shown()
+        ),
         ErrorKind::MaxLength { got, want } => format!(
             "string {} is too long (length: {got}, maximum allowed: {want})",
             shown()
@@ -236,20 +246,10 @@ fn leaf(err: &ValidationError, cx: &Context<'_>, out: &mut Vec<Violation>) {
         ErrorKind::MinItems { got, want } => format!(
             "array is too short: must have at least {want} elements but instance has {got} elements"
         ),
-        ErrorKind::Format { want, err, .. } if formats::is_ours(want) => {
-            if *want == "coding-sum" {
-                // Checked on the row, about its coding rows: point at them.
-                let mut at = steps.clone();
-                at.push(Step::Key("coding".into()));
-                out.push(Violation::new(at, err.to_string()));
-                return;
-            }
-            err.to_string()
-        }
+        ErrorKind::Format { want, err, .. } if formats::is_ours(want) => err.to_string(),
         ErrorKind::Format { want, .. } => format!("string {} is not a valid {want}", shown()),
         other => other.to_string(),
-    };
-    out.push(Violation::new(steps, message));
+    }
 }
 
 /// Strings XML 1.0 cannot carry: control characters other than tab, LF and CR, and the
