@@ -468,6 +468,48 @@ mod tests {
         assert_eq!(c.max_records, 10_000);
     }
 
+    /// The example documents the defaults by writing them out: the two must not drift.
+    #[test]
+    fn the_example_writes_the_defaults_of_the_code() {
+        let example = parse(include_str!("../../config.example.toml")).unwrap();
+        let code = Config::sandbox_default();
+        let (e, c) = (&example.server, &code.server);
+        assert_eq!(
+            (e.header_timeout, e.body_timeout, e.handshake_timeout),
+            (c.header_timeout, c.body_timeout, c.handshake_timeout)
+        );
+        assert_eq!(
+            (
+                e.max_connections,
+                e.max_connections_per_ip,
+                e.max_streams_per_connection
+            ),
+            (
+                c.max_connections,
+                c.max_connections_per_ip,
+                c.max_streams_per_connection
+            )
+        );
+        assert_eq!(
+            (
+                example.max_body_bytes,
+                example.max_records,
+                example.inflight_bytes
+            ),
+            (code.max_body_bytes, code.max_records, code.inflight_bytes)
+        );
+        assert_eq!(example.storage, code.storage);
+        assert_eq!(example.delivery, code.delivery);
+        assert_eq!(example.admin.listen, code.admin.listen);
+        assert_eq!(example.accounting_types, code.accounting_types);
+        let (e, c) = (&example.log, &code.log);
+        assert_eq!(
+            (&e.level, e.format, e.stderr),
+            (&c.level, c.format, c.stderr)
+        );
+        assert_eq!((e.max_files, e.requests), (c.max_files, c.requests));
+    }
+
     #[test]
     fn unknown_keys_and_bad_values_name_the_key() {
         let e = parse("sandbox = true\n[server]\nlisten_on = \"x\"\n").unwrap_err();
