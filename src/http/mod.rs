@@ -2,7 +2,12 @@
 //! ([`routes`]), authentication ([`auth`]) and the mapping of failures to answers ([`reply`]).
 //!
 //! warp 0.4 has no TLS of its own, so the routes become a service that this loop drives with
-//! hyper-util over each accepted connection.
+//! hyper-util over each accepted connection. The three layers each own what the others
+//! cannot: this loop (and `conn.rs`) owns the socket: TLS, the per-address and total caps,
+//! timeouts before hyper has a request (`early.rs`, `idle.rs`, D26); hyper owns HTTP/1 and
+//! HTTP/2 framing; the warp filter in `routes.rs` owns what a request means (path, method,
+//! key, media type, body, D3-D5). Folding them into one would mean writing either framing or
+//! socket bounds by hand.
 
 pub mod auth;
 pub mod body;
