@@ -12,7 +12,7 @@ use ap_intake::budget::Budget;
 use ap_intake::delivery::Waker;
 use ap_intake::intake::{Intake, IntakeError, Limits, Status};
 use ap_intake::interfaces::{INTERFACES, Mode};
-use ap_intake::queue::{Mode, SqliteStore, Store, Writer};
+use ap_intake::queue::{SqliteStore, Store, Writer};
 use ap_intake::validate::Validator;
 use libfuzzer_sys::fuzz_target;
 use quick_xml::events::Event;
@@ -26,8 +26,9 @@ fn intake() -> &'static Intake {
     &INTAKE
         .get_or_init(|| {
             let dir = tempfile::tempdir().expect("temp dir");
-            let store: Arc<dyn Store> =
-                Arc::new(SqliteStore::open(dir.path(), Mode::Serve, 0).expect("queue"));
+            let store: Arc<dyn Store> = Arc::new(
+                SqliteStore::open(dir.path(), ap_intake::queue::Mode::Serve, 0).expect("queue"),
+            );
             let writer = Writer::start(store).expect("write thread");
             let limits = Limits {
                 max_records: 10_000,
