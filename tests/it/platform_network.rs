@@ -13,10 +13,7 @@ use ap_intake::queue::State;
 use common::process::{bin, post, wait_listening};
 use common::receiver::gl_records;
 use common::*;
-use rcgen::{
-    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
+use rcgen::ExtendedKeyUsagePurpose;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
@@ -66,48 +63,7 @@ fn wait_for(timeout: Duration, cond: impl Fn() -> bool) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Certificates
 
-/// A private CA that signs leaf certificates.
-struct Ca {
-    cert: Certificate,
-    key: KeyPair,
-}
-
-/// A leaf certificate and its key, as PEM.
-struct Leaf {
-    cert_pem: String,
-    key_pem: String,
-}
-
-impl Ca {
-    fn new(name: &str) -> Self {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.self_signed(&key).unwrap();
-        Self { cert, key }
-    }
-
-    fn leaf(&self, cn: &str, sans: &[&str], eku: ExtendedKeyUsagePurpose) -> Leaf {
-        let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
-        let mut params = CertificateParams::new(sans).unwrap();
-        params.distinguished_name.push(DnType::CommonName, cn);
-        params.is_ca = IsCa::ExplicitNoCa;
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![eku];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
-        Leaf {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-        }
-    }
-}
+use common::certs::{Ca, Leaf};
 
 impl Leaf {
     fn der(&self) -> Vec<u8> {
@@ -143,7 +99,7 @@ impl Pki {
         );
         let dir = tempfile::tempdir().unwrap();
         for (name, text) in [
-            ("ca.pem", server_ca.cert.pem()),
+            ("ca.pem", server_ca.pem()),
             ("client.pem", client.cert_pem.clone()),
             ("client.key", client.key_pem.clone()),
             ("server.pem", server.cert_pem.clone()),
@@ -154,7 +110,7 @@ impl Pki {
         Self {
             server,
             client,
-            client_ca_pem: client_ca.cert.pem(),
+            client_ca_pem: client_ca.pem(),
             dir,
         }
     }

@@ -6,10 +6,7 @@ use crate::common;
 use common::*;
 
 use ap_intake::config::Config;
-use rcgen::{
-    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
+use rcgen::ExtendedKeyUsagePurpose;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use serde_json::Value;
@@ -24,31 +21,15 @@ const GL: &str = "/general-ledger-codes/v1";
 // ---------------------------------------------------------------------------------------------
 // Certificates
 
-/// A CA that can sign leaf certificates.
-struct Ca {
-    cert: Certificate,
-    key: KeyPair,
+use common::certs::{Ca, Leaf};
+
+/// The leaves these tests use.
+trait Leaves {
+    fn server_leaf(&self) -> Leaf;
+    fn client_leaf(&self, name: &str) -> Leaf;
 }
 
-impl Ca {
-    fn new(name: &str) -> Self {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.self_signed(&key).unwrap();
-        Self { cert, key }
-    }
-
-    fn pem(&self) -> String {
-        self.cert.pem()
-    }
-
+impl Leaves for Ca {
     /// The server's certificate: localhost and 127.0.0.1, not a CA.
     fn server_leaf(&self) -> Leaf {
         self.leaf(
@@ -62,27 +43,6 @@ impl Ca {
     fn client_leaf(&self, name: &str) -> Leaf {
         self.leaf(name, &[name], ExtendedKeyUsagePurpose::ClientAuth)
     }
-
-    fn leaf(&self, cn: &str, sans: &[&str], eku: ExtendedKeyUsagePurpose) -> Leaf {
-        let sans: Vec<String> = sans.iter().map(|s| s.to_string()).collect();
-        let mut params = CertificateParams::new(sans).unwrap();
-        params.distinguished_name.push(DnType::CommonName, cn);
-        params.is_ca = IsCa::ExplicitNoCa;
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![eku];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
-        Leaf {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-        }
-    }
-}
-
-/// A leaf certificate and its private key, as PEM.
-struct Leaf {
-    cert_pem: String,
-    key_pem: String,
 }
 
 impl Leaf {

@@ -2,6 +2,7 @@
 //! dir, and real HTTP clients (ureq, and a raw socket for what ureq would tidy up).
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod process;
 pub mod receiver;
 
