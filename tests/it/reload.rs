@@ -4,19 +4,16 @@
 //! refused with the running configuration kept.
 
 use crate::common;
-use common::process::post;
+use common::certs::{Ca, Leaf};
+use common::process::{Service, post};
 use common::*;
-use rcgen::{
-    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
+use rcgen::ExtendedKeyUsagePurpose;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const GL: &str = "/general-ledger-codes/v1";
@@ -34,77 +31,6 @@ fn config(data: &Path, keys: &[&str]) -> String {
         ));
     }
     text
-}
-
-/// `ap-intake serve --config FILE` as a child process, killed when dropped. Unlike
-/// `common::process::Service`, its environment has no `RUST_LOG`, which would override
-/// `[log] level` (and hide the info lines these tests wait for).
-struct Service {
-    child: Child,
-    addr: SocketAddr,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Service {
-    /// Starts the service in `cwd` and waits (up to 30 s) for its "listen=ADDR" log line.
-    fn start(config: &Path, cwd: &Path) -> Self {
-        let mut child = common::process::bin()
-            .env_remove("RUST_LOG")
-            .env_remove("JOURNAL_STREAM")
-            .args(["serve", "--config"])
-            .arg(config)
-            .current_dir(cwd)
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stderr: Arc<Mutex<String>> = Arc::default();
-        let pipe = child.stderr.take().unwrap();
-        let seen = Arc::clone(&stderr);
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let mut s = seen.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            let text = stderr.lock().unwrap().clone();
-            let addr = text
-                .lines()
-                .find_map(|l| l.split("listen=").nth(1))
-                .and_then(|rest| rest.split(' ').next()?.parse().ok());
-            if let Some(addr) = addr {
-                break addr;
-            }
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!("the service exited ({status}) before listening:\n{text}");
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the service did not log where it listens within 30 s:\n{text}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        Self {
-            child,
-            addr,
-            stderr,
-        }
-    }
-
-    /// Everything the service wrote to stderr so far.
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn hangup(service: &Service) {
@@ -175,59 +101,36 @@ fn sighup_applies_new_keys_and_refuses_a_broken_file() {
 
 /// A CA signing two server certificates for localhost that differ in their common name.
 struct Pki {
-    ca: Certificate,
-    ca_key: KeyPair,
-}
-
-/// A server certificate and its key, as PEM.
-struct Leaf {
-    cert_pem: String,
-    key_pem: String,
+    ca: Ca,
 }
 
 impl Leaf {
-    fn der(&self) -> CertificateDer<'static> {
+    fn cert_der(&self) -> CertificateDer<'static> {
         CertificateDer::from_pem_slice(self.cert_pem.as_bytes()).unwrap()
     }
 }
 
 impl Pki {
     fn new() -> Self {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "ap-intake reload test CA");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let ca_key = KeyPair::generate().unwrap();
-        let ca = params.self_signed(&ca_key).unwrap();
-        Self { ca, ca_key }
+        Self {
+            ca: Ca::new("ap-intake reload test CA"),
+        }
     }
 
     /// A certificate for localhost and 127.0.0.1 with common name `cn`.
     fn server(&self, cn: &str) -> Leaf {
-        let sans = vec!["localhost".to_string(), "127.0.0.1".to_string()];
-        let mut params = CertificateParams::new(sans).unwrap();
-        params.distinguished_name.push(DnType::CommonName, cn);
-        params.is_ca = IsCa::ExplicitNoCa;
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
-        Leaf {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-        }
+        self.ca.leaf(
+            cn,
+            &["localhost", "127.0.0.1"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        )
     }
 
     /// A fresh rustls client (no session cache shared between connections) trusting the CA.
     fn client(&self) -> Arc<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();
-        roots.add(self.ca.der().clone()).unwrap();
+        let ca = CertificateDer::from_pem_slice(self.ca.pem().as_bytes()).unwrap();
+        roots.add(ca).unwrap();
         let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -321,11 +224,11 @@ fn tls_config(data: &Path, cert: &Path, key: &Path) -> String {
 fn sighup_serves_the_new_tls_certificate_to_new_connections() {
     let pki = Pki::new();
     let (a, b) = (pki.server("cert A"), pki.server("cert B"));
-    assert_ne!(a.der(), b.der());
+    assert_ne!(a.cert_der(), b.cert_der());
     let name = |der: &CertificateDer| {
-        if *der == a.der() {
+        if *der == a.cert_der() {
             "certificate A"
-        } else if *der == b.der() {
+        } else if *der == b.cert_der() {
             "certificate B"
         } else {
             "an unknown certificate"

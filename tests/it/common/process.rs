@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 /// The binary, unaffected by an `AP_INTAKE_CONFIG` in the test's environment.
 pub fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ap-intake"));
-    c.env_remove("AP_INTAKE_CONFIG").env_remove("RUST_LOG");
+    // The config, the log filter and journald come from each test, not from the environment.
+    c.env_remove("AP_INTAKE_CONFIG")
+        .env_remove("RUST_LOG")
+        .env_remove("JOURNAL_STREAM");
     c
 }
 
