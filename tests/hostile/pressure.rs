@@ -396,37 +396,11 @@ fn healthz_and_a_small_post_answer_within_100_ms_under_crafted_bodies_d27() {
     small_requests_stay_prompt_under(crafted);
 }
 
-/// D27 with large *valid* bodies: PO v2 records and 10,000 GL codes, which are queued.
-///
-/// Ignored: too slow in a debug build. A tiny POST that arrives while the queue-write thread
-/// stores a large valid body waits for its turn there. Before c976c2c (chunks of 250 records,
-/// small requests ahead of them) it waited up to 810 ms here (debug) and 615 to 804 ms in
-/// release behind 16 bodies of 10,000 GL codes; since, in release, 30 ms there (`cargo bench
-/// --bench load -- memory`, BENCHMARKS.md) and 56 ms in this test, but a debug build still
-/// takes 90 to 121 ms (median 25 to 28 ms), over the bound in 3 of 5 runs. Run it with
-/// `cargo test --release --test hostile pressure -- --ignored`.
-#[test]
-#[ignore = "a debug build is too slow for the 100 ms bound with large valid bodies; run in release"]
-fn healthz_and_a_small_post_answer_within_100_ms_while_large_valid_bodies_are_queued_d27() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let (a, b) = split_at_field(fixture("general-ledger-codes", "full"), "code");
-    let gl = envelope_of(
-        "",
-        10_000,
-        |i, s| {
-            s.push_str(&a);
-            s.push_str(&format!("\"V{i:07}\""));
-            s.push_str(&b);
-        },
-        "",
-    );
-    let mut valid: Vec<_> = worst_shapes(HEAVY_BODY)
-        .into_iter()
-        .filter(|(name, _, _)| name.starts_with("valid PO"))
-        .collect();
-    valid.push(("10,000 valid GL codes", GL, gl));
-    small_requests_stay_prompt_under(valid);
-}
+// The same bound under large *valid* bodies (each queued, chunk by chunk, while small
+// requests go ahead of the chunks) is a question of speed, not of correctness: a debug build
+// misses it on this machine. It is measured in release by `cargo bench --bench load --
+// memory` (valid PO v2 and GL-code batches; the scenario fails when a /healthz or small POST
+// meanwhile takes over 100 ms; figures in BENCHMARKS.md).
 
 /// What the service's memory may reach with an in-flight budget of `budget` bytes (D27):
 /// 4 x the budget, plus its resident memory when idle, plus 64 MiB for what the budget does
