@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const GL: &str = "/general-ledger-codes/v1";
 const FAST: &str = "[delivery]\nbackoff_base_ms = 20\nbackoff_cap_ms = 100\ntimeout_secs = 5\n";
@@ -32,14 +32,7 @@ fn queue_empty(app: &TestApp) -> bool {
 }
 
 fn wait_until(cond: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + WAIT;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    cond()
+    wait_for(WAIT, cond)
 }
 
 #[test]

@@ -49,17 +49,6 @@ fn gl(code: &str) -> Value {
     json!({"code": code, "type": "VAT", "description_en": format!("code {code}")})
 }
 
-fn wait_for(timeout: Duration, cond: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    cond()
-}
-
 // ---------------------------------------------------------------------------------------------
 // Certificates
 

@@ -380,15 +380,20 @@ pub fn xml_invalid(xml: &[u8], xsd: &str) -> Option<String> {
     (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-/// Waits until `done` holds, polling, for at most `within`; fails naming `what` otherwise.
-/// Tests wait on conditions, never on a fixed sleep.
-pub fn eventually(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+/// Whether `cond` holds within `within`, polling. Tests wait on conditions, never on a
+/// fixed sleep.
+pub fn wait_for(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = std::time::Instant::now() + within;
-    while !done() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not within {within:?}: {what}"
-        );
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
+    cond()
+}
+
+/// [`wait_for`] that fails naming `what` when `done` does not come.
+pub fn eventually(what: &str, within: Duration, done: impl FnMut() -> bool) {
+    assert!(wait_for(within, done), "not within {within:?}: {what}");
 }
