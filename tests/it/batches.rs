@@ -7,10 +7,6 @@ use serde_json::{Value, json};
 
 const GL: &str = "/general-ledger-codes/v1";
 
-fn gl(code: &str) -> Value {
-    json!({"code": code, "type": "VAT", "description_en": "Input VAT"})
-}
-
 #[test]
 fn a_mixed_batch_is_207_and_queues_the_valid_records() {
     let app = TestApp::start();

@@ -182,24 +182,35 @@ fn sigterm_finishes_requests_in_flight_and_bounds_the_wait_for_the_platform() {
         post(service.addr, "/general-ledger-codes/v1", &body, Some(KEY)).status,
         202
     );
+    // The platform has the request and will not answer it: the delivery is hanging.
     assert!(platform.wait_for(std::time::Duration::from_secs(10), |_| true));
-    std::thread::sleep(std::time::Duration::from_millis(300)); // the delivery is now hanging
 
-    // A request whose body is still arriving when SIGTERM comes.
+    // A request whose body is still arriving when SIGTERM comes. `Expect: 100-continue`
+    // makes the server say when it has taken the request and started reading its body.
     let mut conn = std::net::TcpStream::connect(service.addr).unwrap();
     let head = format!(
-        "POST /general-ledger-codes/v1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nx-api-key: {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "POST /general-ledger-codes/v1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\nExpect: 100-continue\r\nx-api-key: {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     conn.write_all(head.as_bytes()).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut interim = [0u8; 25];
+    conn.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
     conn.write_all(&body.as_bytes()[..10]).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
     let pid = service.child.id().to_string();
     std::process::Command::new("kill")
         .args(["-TERM", &pid])
         .status()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        common::wait_for(std::time::Duration::from_secs(10), || service
+            .stderr()
+            .contains("shutting down")),
+        "SIGTERM is logged: {}",
+        service.stderr()
+    );
     conn.write_all(&body.as_bytes()[10..]).unwrap();
     let mut answer = String::new();
     conn.read_to_string(&mut answer).unwrap();

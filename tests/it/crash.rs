@@ -81,7 +81,14 @@ fn kill_9_then_restart_delivers_every_acknowledged_record() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Killed under load: once a few hundred requests are acknowledged, with more in flight.
+    assert!(
+        wait_for(Duration::from_secs(30), || {
+            // Each acknowledged request moves ten keys to its round: 300 is 30 requests.
+            acked.lock().unwrap().values().sum::<u64>() >= 300
+        }),
+        "the clients got acknowledgements"
+    );
     service.kill_9();
     stop.store(true, Ordering::Relaxed);
     for c in clients {
@@ -365,6 +372,7 @@ fn kill_loop_loses_no_acknowledged_record_and_keeps_each_client_a_prefix() {
                 std::thread::spawn(move || numbered_client(addr, c, first, cycle, client_rng))
             })
             .collect();
+        // The kill comes at a random moment of the load: the moment is the test's input.
         std::thread::sleep(Duration::from_millis(rng.between(20, 600)));
         let log = service.stderr();
         service.kill_9();

@@ -5,14 +5,14 @@
 //! so no test waits a minute; the per-minute task is unit-tested in `src/telemetry.rs`).
 
 use crate::common;
-use common::process::{bin, post};
+use common::process::{bin, post, wait_exit};
 use common::*;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const GL: &str = "/general-ledger-codes/v1";
 
@@ -87,16 +87,9 @@ fn run(config: &Path, journald: bool, traffic: impl FnOnce(SocketAddr)) -> Vec<S
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if started.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            panic!("no exit within 20 s of SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let Some(status) = wait_exit(&mut child, Duration::from_secs(20)) else {
+        let _ = child.kill();
+        panic!("no exit within 20 s of SIGTERM");
     };
     let lines = reader.join().unwrap();
     assert!(status.success(), "{status:?}\n{}", lines.join("\n"));

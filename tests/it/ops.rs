@@ -98,7 +98,8 @@ fn connections_over_the_cap_wait_for_a_free_slot() {
     let idle: Vec<TcpStream> = (0..2)
         .map(|_| TcpStream::connect(app.addr).unwrap())
         .collect();
-    std::thread::sleep(Duration::from_millis(200));
+    // The kernel hands connections to accept() in the order they were made: the two idle
+    // ones take both slots before the third is looked at.
     let body = gl_body();
     let mut third = TcpStream::connect(app.addr).unwrap(); // queued by the kernel
     let request = format!(

@@ -7,7 +7,6 @@
 //! a token endpoint that counts its fetches. `check-config` runs the real binary.
 
 use crate::common;
-use ap_intake::admin::{Request, Response};
 use ap_intake::config::Config;
 use ap_intake::queue::State;
 use common::process::{bin, post, wait_listening};
@@ -16,7 +15,7 @@ use common::*;
 use rcgen::ExtendedKeyUsagePurpose;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -44,10 +43,6 @@ const PROXY_VARS: [&str; 8] = [
     "NO_PROXY",
     "no_proxy",
 ];
-
-fn gl(code: &str) -> Value {
-    json!({"code": code, "type": "VAT", "description_en": format!("code {code}")})
-}
 
 // ---------------------------------------------------------------------------------------------
 // Certificates
@@ -508,22 +503,6 @@ fn app(url: &str, platform_lines: &str, tables: &str) -> TestApp {
     let config = Config::parse(&text, Path::new("t.toml"))
         .unwrap_or_else(|e| panic!("{e}\n--- config ---\n{text}"));
     TestApp::start_config(dir, config)
-}
-
-/// One interface's entry of the status report, from the running service.
-fn status_of(app: &TestApp, iface: &str) -> Value {
-    let report = match ap_intake::admin::query(&app.locations(), &Request::Status).unwrap() {
-        Response::Status(r) => r,
-        other => panic!("status answered {other:?}"),
-    };
-    let json = serde_json::to_value(&report).unwrap();
-    json["interfaces"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["interface"] == iface)
-        .unwrap_or_else(|| panic!("{iface} not in {json}"))
-        .clone()
 }
 
 fn pending(app: &TestApp, iface: &str) -> usize {
@@ -1030,6 +1009,7 @@ fn oauth2_token_is_fetched_again_when_it_expires() {
         status_of(&app, GL_ID)
     );
     assert_eq!(fetches.load(Ordering::SeqCst), 1);
+    // Time itself is under test here: the token's usable second runs out.
     std::thread::sleep(Duration::from_millis(1300));
     assert_eq!(app.post_records(GL, &[gl("X2")]).status, 202);
     assert!(

@@ -4,117 +4,20 @@
 //! and what the sandbox sink received.
 
 use crate::common;
-use common::process::{Service, bin};
 use common::receiver::*;
+use common::setup::*;
 use common::*;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
-use std::process::Output;
-use std::time::{Duration, Instant};
 
 const GL: &str = "general-ledger-codes-v1";
 const GL_PATH: &str = "/general-ledger-codes/v1";
 const VENDOR: &str = "vendor-data-v1";
-/// Quick retries, so a failing platform is asked again within a fraction of a second.
-const DELIVERY: &str = "[delivery]\nbackoff_base_ms = 50\nbackoff_cap_ms = 200\n";
-/// How long a poll waits for the service to get somewhere.
-const PATIENCE: Duration = Duration::from_secs(15);
-
-/// A temp dir with `data/` as the data directory and `ap-intake.toml` as the config file.
-struct Setup {
-    dir: tempfile::TempDir,
-    config: PathBuf,
-}
-
 impl Setup {
-    fn new(extra_top: &str, platform_url: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("ap-intake.toml");
-        let text = config_for(&dir.path().join("data"), extra_top, platform_url, DELIVERY);
-        std::fs::write(&config, text).unwrap();
-        Self { dir, config }
-    }
-
-    fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
-    }
-
-    fn serve(&self) -> Service {
-        Service::start(&self.config, self.dir.path())
-    }
-
-    /// `ap-intake <command> --config FILE <args>`.
-    fn run(&self, command: &str, args: &[&str]) -> Output {
-        bin()
-            .arg(command)
-            .arg("--config")
-            .arg(&self.config)
-            .args(args)
-            .current_dir(self.dir.path())
-            .output()
-            .unwrap()
-    }
-
     /// `status <args>`, which must succeed; its stdout.
     fn status(&self, args: &[&str]) -> String {
-        let out = self.run("status", args);
-        assert!(
-            out.status.success(),
-            "status {args:?} failed ({:?}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        self.ok("status", args)
     }
-
-    /// `status --json`, parsed.
-    fn report(&self) -> Value {
-        let text = self.status(&["--json"]);
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("status --json: {e}: {text}"))
-    }
-
-    /// The lines `status <args>` prints (keys).
-    fn keys(&self, args: &[&str]) -> Vec<String> {
-        self.status(args)
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            // `status rejected` and `quarantined` print `KEY<TAB>reason`.
-            .map(|l| l.split('\t').next().unwrap_or_default().to_string())
-            .collect()
-    }
-
-    /// Polls `status --json` until `done` holds for it.
-    fn report_until(&self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let r = self.report();
-            if done(&r) {
-                return r;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "within 15 s: {what}; last report:\n{r:#}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-/// The report's entry for an interface identifier.
-fn entry<'a>(report: &'a Value, id: &str) -> &'a Value {
-    report["interfaces"]
-        .as_array()
-        .expect("interfaces is an array")
-        .iter()
-        .find(|i| i["interface"] == id)
-        .unwrap_or_else(|| panic!("no {id} in {report:#}"))
-}
-
-fn count(report: &Value, id: &str, field: &str) -> u64 {
-    entry(report, id)[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{id}.{field} is not a count: {report:#}"))
 }
 
 /// The whitespace-separated columns of the text report's row of `path`.
@@ -125,14 +28,6 @@ fn row(text: &str, path: &str) -> Vec<String> {
         .split_whitespace()
         .map(str::to_string)
         .collect()
-}
-
-fn gl(code: &str) -> Value {
-    json!({"code": code, "type": "VAT", "description_en": format!("account {code}")})
-}
-
-fn gl_key(code: &str) -> String {
-    format!("gl-code:main/{code}")
 }
 
 #[test]

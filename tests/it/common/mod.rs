@@ -5,6 +5,7 @@
 pub mod certs;
 pub mod process;
 pub mod receiver;
+pub mod setup;
 
 use ap_intake::config::Config;
 use ap_intake::interfaces::{self, Interface};
@@ -396,4 +397,24 @@ pub fn wait_for(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
 /// [`wait_for`] that fails naming `what` when `done` does not come.
 pub fn eventually(what: &str, within: Duration, done: impl FnMut() -> bool) {
     assert!(wait_for(within, done), "not within {within:?}: {what}");
+}
+
+/// A valid GL code record.
+pub fn gl(code: &str) -> Value {
+    serde_json::json!({"code": code, "type": "VAT", "description_en": format!("account {code}")})
+}
+
+/// The queue key of the GL code `code`.
+pub fn gl_key(code: &str) -> String {
+    format!("gl-code:main/{code}")
+}
+
+/// The running service's status entry for `iface`, over its admin socket.
+pub fn status_of(app: &TestApp, iface: &str) -> Value {
+    use ap_intake::admin::{Request, Response};
+    let report = match ap_intake::admin::query(&app.locations(), &Request::Status).unwrap() {
+        Response::Status(r) => r,
+        other => panic!("status answered {other:?}"),
+    };
+    setup::entry(&serde_json::to_value(&report).unwrap(), iface).clone()
 }

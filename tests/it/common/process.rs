@@ -76,17 +76,8 @@ impl Service {
             .args([signal, &self.child.id().to_string()])
             .status()
             .unwrap();
-        let started = Instant::now();
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(20),
-                "no exit after SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_exit(&mut self.child, Duration::from_secs(20))
+            .expect("no exit within 20 s of the signal")
     }
 }
 
@@ -95,6 +86,16 @@ impl Drop for Service {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Waits up to `within` for `child` to exit; `None` while it still runs.
+pub fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let mut status = None;
+    super::wait_for(within, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    status
 }
 
 /// Reads the child's stderr until it logs where it listens (`listen=ADDR` in text logs,

@@ -8,25 +8,22 @@
 //!   dropped; `check-store` names it.
 //! - `/readyz` answers 503, naming the damage, once the running service has met it.
 
-use crate::common::process::{Service, bin};
+use crate::common::process::{Service, bin, wait_exit};
 use crate::common::receiver::{Receiver, gl_records};
-use crate::common::{KEY, NOWHERE, config_for};
+use crate::common::setup::{PATIENCE, Setup, count};
+use crate::common::{KEY, NOWHERE, gl, gl_key};
 use ap_intake::queue::{Mode, QueueKey, SqliteStore};
 use rusqlite::{Connection, OpenFlags, params};
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const GL: &str = "general-ledger-codes-v1";
 const GL_PATH: &str = "/general-ledger-codes/v1";
-/// Quick retries, so a platform that answers again is asked within a fraction of a second.
-const DELIVERY: &str = "[delivery]\nbackoff_base_ms = 50\nbackoff_cap_ms = 200\n";
-/// How long a poll waits for the service to get somewhere.
-const PATIENCE: Duration = Duration::from_secs(15);
 /// "Within a few seconds": how long `serve` may take to refuse a damaged queue.
 const REFUSAL_WITHIN: Duration = Duration::from_secs(5);
 /// The exit status of `serve` when the queue cannot be opened or is damaged (EX_IOERR).
@@ -34,95 +31,20 @@ const EXIT_STORE: i32 = 74;
 /// The queue's page size (`PRAGMA page_size`, SQLite's default).
 const PAGE: usize = 4096;
 
-/// A temp dir with `data/` as the data directory and `ap-intake.toml` as the config file.
-struct Setup {
-    dir: tempfile::TempDir,
-    config: PathBuf,
-}
-
 impl Setup {
-    fn new(platform_url: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("ap-intake.toml");
-        let setup = Self { dir, config };
-        setup.deliver_to(platform_url);
-        setup
+    /// Delivers to `platform_url`.
+    fn at(platform_url: &str) -> Self {
+        Setup::new("", platform_url)
     }
 
     /// Rewrites the config file to deliver to `platform_url`.
     fn deliver_to(&self, platform_url: &str) {
-        let text = config_for(&self.data_dir(), "", platform_url, DELIVERY);
-        std::fs::write(&self.config, text).unwrap();
-    }
-
-    fn data_dir(&self) -> PathBuf {
-        self.dir.path().join("data")
+        self.write_config("", platform_url);
     }
 
     /// The queue file.
     fn file(&self) -> PathBuf {
         self.data_dir().join("queue.sqlite3")
-    }
-
-    fn serve(&self) -> Service {
-        Service::start(&self.config, self.dir.path())
-    }
-
-    /// `ap-intake <command> --config FILE <args>`.
-    fn run(&self, command: &str, args: &[&str]) -> Output {
-        bin()
-            .arg(command)
-            .arg("--config")
-            .arg(&self.config)
-            .args(args)
-            .current_dir(self.dir.path())
-            .output()
-            .unwrap()
-    }
-
-    /// `<command> <args>`, which must succeed; its stdout.
-    fn ok(&self, command: &str, args: &[&str]) -> String {
-        let out = self.run(command, args);
-        assert!(
-            out.status.success(),
-            "{command} {args:?} failed ({:?}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    /// `status --json`, parsed.
-    fn report(&self) -> Value {
-        let text = self.ok("status", &["--json"]);
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("status --json: {e}: {text}"))
-    }
-
-    /// The lines `status <args>` prints (keys).
-    fn keys(&self, args: &[&str]) -> Vec<String> {
-        self.ok("status", args)
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            // `status rejected` and `quarantined` print `KEY<TAB>reason`.
-            .map(|l| l.split('\t').next().unwrap_or_default().to_string())
-            .collect()
-    }
-
-    /// Polls `status --json` until `done` holds for it.
-    fn report_until(&self, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let r = self.report();
-            if done(&r) {
-                return r;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "within 15 s: {what}; last report:\n{r:#}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
     }
 
     /// `check-store`: exit code and stdout.
@@ -164,17 +86,11 @@ impl Setup {
             let _ = pipe.read_to_end(&mut text);
             String::from_utf8_lossy(&text).into_owned()
         });
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break Some(s);
-            }
-            if started.elapsed() > Duration::from_secs(15) {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let status = wait_exit(&mut child, Duration::from_secs(15));
+        if status.is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         let elapsed = started.elapsed();
         Exit {
             code: status.and_then(|s| s.code()),
@@ -195,14 +111,6 @@ struct Exit {
     stderr: String,
 }
 
-fn gl(code: &str) -> Value {
-    json!({"code": code, "type": "VAT", "description_en": format!("account {code}")})
-}
-
-fn gl_key(code: &str) -> String {
-    format!("gl-code:main/{code}")
-}
-
 fn key_bytes(code: &str) -> Vec<u8> {
     QueueKey::parse(&gl_key(code)).unwrap().as_bytes().to_vec()
 }
@@ -214,14 +122,7 @@ fn codes(prefix: &str, count: usize) -> Vec<String> {
 
 /// The report's count `field` of GL codes.
 fn gl_count(report: &Value, field: &str) -> u64 {
-    report["interfaces"]
-        .as_array()
-        .expect("interfaces is an array")
-        .iter()
-        .find(|i| i["interface"] == GL)
-        .unwrap_or_else(|| panic!("no {GL} in {report:#}"))[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{GL}.{field} is not a count: {report:#}"))
+    count(report, GL, field)
 }
 
 /// Posts `codes` as GL codes through the real service of `setup` (delivering wherever its
@@ -242,7 +143,7 @@ fn fill(setup: &Setup, codes: &[String]) -> String {
 /// A stopped queue holding `codes` as pending GL codes (the platform unreachable), checked
 /// sound by `check-store`.
 fn stopped_queue(codes: &[String]) -> Setup {
-    let setup = Setup::new(NOWHERE);
+    let setup = Setup::at(NOWHERE);
     fill(&setup, codes);
     setup.assert_sound("after a clean stop");
     setup
@@ -250,7 +151,7 @@ fn stopped_queue(codes: &[String]) -> Setup {
 
 /// A new setup holding a copy of `template`'s stopped queue file(s).
 fn copy_of(template: &Setup) -> Setup {
-    let copy = Setup::new(NOWHERE);
+    let copy = Setup::at(NOWHERE);
     std::fs::create_dir_all(copy.data_dir()).unwrap();
     for entry in std::fs::read_dir(template.data_dir()).unwrap() {
         let entry = entry.unwrap();
@@ -835,7 +736,7 @@ fn readyz_answers_503_once_the_running_service_met_damage() {
     let codes = codes("R", 120);
     let platform = Receiver::start();
     platform.answer(|_| (400, vec![], "record refused".into()));
-    let setup = Setup::new(&platform.url());
+    let setup = Setup::at(&platform.url());
     let mut service = setup.serve();
     for chunk in codes.chunks(100) {
         let records: Vec<Value> = chunk.iter().map(|c| gl(c)).collect();

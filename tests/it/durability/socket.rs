@@ -3,13 +3,13 @@
 //! else `<data_dir>/admin.sock`; owner-only (0600); and `ap-intake status --config FILE` finds
 //! the running service through it.
 
-use crate::common::config_text;
-use crate::common::process::{bin, wait_listening};
+use crate::common::process::{bin, wait_exit, wait_listening};
+use crate::common::{config_text, wait_for};
 use serde_json::Value;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The environment of a command: with `RUNTIME_DIRECTORY` set to a directory, or without it
 /// (whatever the test's own environment holds).
@@ -47,14 +47,8 @@ impl Serving {
             .args(["-TERM", &self.child.id().to_string()])
             .status()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(Instant::now() < deadline, "no exit within 20 s of SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let status = wait_exit(&mut self.child, Duration::from_secs(20))
+            .expect("an exit within 20 s of SIGTERM");
         assert!(status.success(), "exit after SIGTERM: {status:?}");
     }
 }
@@ -93,10 +87,7 @@ fn status(config: &Path, cwd: &Path, runtime: Option<&Path>) -> Value {
 /// `path` is a Unix socket only its owner may use (0600).
 fn assert_owner_only_socket(path: &Path) {
     // The service creates it before it listens; allow a moment all the same.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !path.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(Duration::from_secs(5), || path.exists());
     let meta = std::fs::symlink_metadata(path)
         .unwrap_or_else(|e| panic!("D37: no admin socket at {}: {e}", path.display()));
     assert!(
