@@ -4,6 +4,7 @@
 use crate::budget::{Budget, BudgetError, Charge};
 use crate::delivery::Waker;
 use crate::interfaces::{Interface, KeyPart, Mode};
+use crate::queue::receipt::{ReceiptLine, RequestInfo};
 use crate::queue::{NewRecord, QueueKey, StoreError, Writer};
 use crate::shape::Shape;
 use crate::validate::Validator;
@@ -58,6 +59,18 @@ pub struct Outcome {
     pub errors: Vec<ErrorEntry>,
     /// Human summary.
     pub message: String,
+    /// A dry run (D38): nothing was queued, and a request whose records are all valid is
+    /// answered 200, not 202.
+    pub dry_run: bool,
+}
+
+/// What to do with the valid records of a request.
+#[derive(Debug, Clone)]
+pub enum Take {
+    /// Queue them, keeping the request's receipt when given (D38).
+    Queue(Option<Arc<RequestInfo>>),
+    /// Validate only: `POST /validate/<path>` (D38).
+    DryRun,
 }
 
 /// Why a request was refused as a whole.
@@ -150,6 +163,14 @@ impl Intake {
         iface: &Interface,
         query: Option<&str>,
     ) -> Result<Option<String>, IntakeError> {
+        // D38: a parameter the interface does not know (`dryRun`, a misspelling) is refused,
+        // never silently ignored.
+        let known: &[&str] = if iface.needs_accounting_type {
+            &["accountingType"]
+        } else {
+            &[]
+        };
+        envelope::known_query_parameters(query, known)?;
         if !iface.needs_accounting_type {
             return Ok(None);
         }
@@ -169,7 +190,12 @@ impl Intake {
         body: bytes::Bytes,
         charge: &mut Charge,
         deadline: Instant,
+        take: Take,
     ) -> Result<Outcome, IntakeError> {
+        let receipt = match &take {
+            Take::Queue(r) => r.clone(),
+            Take::DryRun => None,
+        };
         let small = body.len() <= INLINE_BODY_BYTES;
         let cost = if small {
             cost::cost(&body)
@@ -183,14 +209,21 @@ impl Intake {
         self.budget
             .resize(charge, cost.charge(body.len()), deadline)
             .await?;
-        let (outcome, accepted) = if inline {
-            self.check_records(iface, accounting_type.as_deref(), &body)?
+        let (mut outcome, accepted) = if inline {
+            self.check_records(iface, accounting_type.as_deref(), &body, receipt.as_ref())?
         } else {
             self.off_the_workers(move |this| {
-                this.check_records(iface, accounting_type.as_deref(), &body)
+                this.check_records(iface, accounting_type.as_deref(), &body, receipt.as_ref())
             })
             .await??
         };
+        if let Take::DryRun = take {
+            outcome.dry_run = true;
+            if outcome.status == Status::Success {
+                outcome.message = format!("{} record(s) valid, none queued", outcome.succeeded);
+            }
+            return Ok(outcome);
+        }
         if !accepted.is_empty() {
             self.writer.store(accepted).await?;
             self.delivery.wake();
@@ -221,6 +254,7 @@ impl Intake {
         iface: &Interface,
         accounting_type: Option<&str>,
         body: &[u8],
+        receipt: Option<&Arc<RequestInfo>>,
     ) -> Result<(Outcome, Vec<NewRecord>), IntakeError> {
         let (records, duplicates) = envelope::records(body)?;
         if records.len() > self.max_records {
@@ -261,6 +295,10 @@ impl Intake {
                     key,
                     interface: iface.id,
                     xml,
+                    receipt: receipt.map(|r| ReceiptLine {
+                        request: Arc::clone(r),
+                        index: u32::try_from(index).unwrap_or(u32::MAX),
+                    }),
                 });
             } else {
                 failed += 1;
@@ -284,6 +322,7 @@ impl Intake {
                 failed: 0,
                 errors,
                 message: "No items could be processed as the structure was invalid.".into(),
+                dry_run: false,
             };
             return Ok((outcome, Vec::new()));
         }
@@ -306,6 +345,7 @@ impl Intake {
             failed,
             errors,
             message,
+            dry_run: false,
         };
         Ok((outcome, accepted))
     }

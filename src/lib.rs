@@ -27,6 +27,7 @@ pub mod keys;
 pub mod live;
 pub mod metrics;
 pub mod number;
+pub mod openapi;
 pub mod queue;
 pub mod reload;
 pub mod service;

@@ -181,5 +181,9 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
     differs("log.dir", a.dir != b.dir);
     differs("log.max_files", a.max_files != b.max_files);
     differs("log.requests", a.requests != b.requests);
+    differs(
+        "receipts.retention_days",
+        old.receipt_retention != new.receipt_retention,
+    );
     keys
 }

@@ -197,11 +197,14 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let app = intake_app(
         config,
         validator,
-        &writer,
-        &waker,
-        &auth,
-        &metrics,
-        &request_log,
+        Handles {
+            store: &store,
+            writer: &writer,
+            waker: &waker,
+            auth: &auth,
+            metrics: &metrics,
+            request_log: &request_log,
+        },
     );
     let (listener, addr) = bind(config.server.listen, "[server] listen or --listen").await?;
     let ops_listener = match config.admin.listen {
@@ -301,16 +304,26 @@ fn start_delivery(
     .map_err(StartError::Thread)
 }
 
+/// The running parts the intake listener's handler is wired to.
+struct Handles<'a> {
+    store: &'a Arc<dyn Store>,
+    writer: &'a Writer,
+    waker: &'a delivery::Waker,
+    auth: &'a Arc<Live<Auth>>,
+    metrics: &'a Arc<Metrics>,
+    request_log: &'a Arc<RequestLog>,
+}
+
 /// What the intake listener's handler shares: the intake pipeline, keys, limits, metrics.
-fn intake_app(
-    config: &Config,
-    validator: Validator,
-    writer: &Writer,
-    waker: &delivery::Waker,
-    auth: &Arc<Live<Auth>>,
-    metrics: &Arc<Metrics>,
-    request_log: &Arc<RequestLog>,
-) -> Arc<App> {
+fn intake_app(config: &Config, validator: Validator, h: Handles<'_>) -> Arc<App> {
+    let Handles {
+        store,
+        writer,
+        waker,
+        auth,
+        metrics,
+        request_log,
+    } = h;
     let budget = Arc::new(Budget::new(
         usize::try_from(config.inflight_bytes).unwrap_or(usize::MAX),
     ));
@@ -324,7 +337,12 @@ fn intake_app(
         },
         waker.clone(),
     );
+    let document =
+        crate::openapi::document(intake.validator(), &config.accounting_types, config.sandbox);
     Arc::new(App {
+        console: crate::http::console::Console::new(&document),
+        store: Arc::clone(store),
+        receipts: !config.receipt_retention.is_zero(),
         intake: Arc::new(intake),
         auth: Arc::clone(auth),
         max_body_bytes: config.max_body_bytes,

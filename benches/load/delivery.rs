@@ -84,6 +84,7 @@ fn fill_in(data_dir: &Path, n: usize, label: &str, interfaces: usize) -> SqliteS
                     key: QueueKey::new(into.id, &["main", &code]).expect("key"),
                     interface: into.id,
                     xml: ap_intake::xml::record(shape, iface.xml_record, &[], &rec),
+                    receipt: None,
                 }
             })
             .collect();

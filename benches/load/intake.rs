@@ -7,8 +7,9 @@ use crate::report::Run;
 use crate::service::KEY;
 use ap_intake::budget::{Budget, Charge};
 use ap_intake::delivery::Waker;
-use ap_intake::intake::{Intake, Limits};
+use ap_intake::intake::{Intake, Limits, Take};
 use ap_intake::interfaces::Interface;
+use ap_intake::queue::receipt::RequestInfo;
 use ap_intake::queue::{Mode, SqliteStore, Store, Writer};
 use ap_intake::validate::Validator;
 use bytes::Bytes;
@@ -140,7 +141,16 @@ pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
             let body = Bytes::from(records.body(c, seq, per));
             let mut charge = Charge::default();
             let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-            matches!(intake.submit(iface, at, body, &mut charge, deadline).await, Ok(o) if o.succeeded == per)
+            // With a receipt, as the service keeps by default (D38).
+            let receipt = Arc::new(RequestInfo {
+                request_id: format!("bench-{c}-{seq}"),
+                api_key: "bench".into(),
+                interface: iface.id,
+                received_at_ms: ap_intake::queue::now_ms(),
+                nonce: seq,
+            });
+            let take = Take::Queue(Some(receipt));
+            matches!(intake.submit(iface, at, body, &mut charge, deadline, take).await, Ok(o) if o.succeeded == per)
         }
     })
     .await;

@@ -91,7 +91,20 @@ pub struct RawConfig {
     admin: RawAdmin,
     #[serde(default)]
     log: RawLog,
+    #[serde(default)]
+    receipts: RawReceipts,
 }
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReceipts {
+    retention_days: Option<u32>,
+}
+
+/// How long receipts are kept by default (D38).
+pub const DEFAULT_RECEIPT_DAYS: u32 = 7;
+/// The longest retention accepted: a receipt is for following a delivery, not an archive.
+const MAX_RECEIPT_DAYS: u32 = 366;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -208,6 +221,9 @@ pub struct Config {
     pub platform: Option<Platform>,
     /// Batch size, timeout and backoff of deliveries.
     pub delivery: Delivery,
+    /// How long receipts of requests are kept (`[receipts] retention_days`, D38); zero
+    /// keeps none.
+    pub receipt_retention: Duration,
 }
 
 impl Config {
@@ -240,6 +256,7 @@ impl Config {
             api_keys: Vec::new(),
             platform: None,
             delivery: Delivery::default(),
+            receipt_retention: days(DEFAULT_RECEIPT_DAYS),
         }
     }
 
@@ -301,6 +318,10 @@ impl Config {
         })?;
         raw.check(path)
     }
+}
+
+fn days(n: u32) -> Duration {
+    Duration::from_secs(u64::from(n) * 86_400)
 }
 
 impl RawConfig {
@@ -400,7 +421,15 @@ impl RawConfig {
             .delivery
             .check()
             .map_err(|(k, m)| invalid(&format!("delivery.{k}"), m))?;
+        let retention_days = self.receipts.retention_days.unwrap_or(DEFAULT_RECEIPT_DAYS);
+        if retention_days > MAX_RECEIPT_DAYS {
+            return Err(invalid(
+                "receipts.retention_days",
+                format!("{retention_days} is more than {MAX_RECEIPT_DAYS} days"),
+            ));
+        }
         Ok(Config {
+            receipt_retention: days(retention_days),
             sandbox,
             server,
             admin,
@@ -508,6 +537,7 @@ mod tests {
             (&c.level, c.format, c.stderr)
         );
         assert_eq!((e.max_files, e.requests), (c.max_files, c.requests));
+        assert_eq!(example.receipt_retention, code.receipt_retention);
     }
 
     #[test]

@@ -67,6 +67,20 @@ impl Auth {
         presented: Option<&[u8]>,
         iface: &Interface,
     ) -> Result<Option<&str>, Denied> {
+        self.admit(presented, Some(iface))
+    }
+
+    /// The name of the key `presented`, whatever it may call (receipts, D38), within its
+    /// rate limit; `None` in sandbox.
+    pub fn identify(&self, presented: Option<&[u8]>) -> Result<Option<&str>, Denied> {
+        self.admit(presented, None)
+    }
+
+    fn admit(
+        &self,
+        presented: Option<&[u8]>,
+        iface: Option<&Interface>,
+    ) -> Result<Option<&str>, Denied> {
         if self.sandbox {
             return Ok(None);
         }
@@ -80,15 +94,17 @@ impl Auth {
             }
         }
         let (key, limiter) = found.ok_or(Denied::Invalid)?;
-        let allowed = match &key.access {
-            Access::All => true,
-            Access::Only(ids) => ids.contains(&iface.id),
-        };
-        if !allowed {
-            return Err(Denied::Forbidden {
-                key: key.name.clone(),
-                path: iface.path,
-            });
+        if let Some(iface) = iface {
+            let allowed = match &key.access {
+                Access::All => true,
+                Access::Only(ids) => ids.contains(&iface.id),
+            };
+            if !allowed {
+                return Err(Denied::Forbidden {
+                    key: key.name.clone(),
+                    path: iface.path,
+                });
+            }
         }
         if let Some(Err(not_until)) = limiter.as_ref().map(|l| l.check()) {
             return Err(Denied::RateLimited {

@@ -12,10 +12,12 @@
 pub mod auth;
 pub mod body;
 pub mod conn;
+pub mod console;
 mod early;
 pub mod idle;
 pub mod ops;
 pub mod peers;
+pub mod receipts;
 pub mod reply;
 pub mod routes;
 pub mod tls;
@@ -59,12 +61,20 @@ pub struct App {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Which requests get a log line, and their counts for the summary line (D36).
     pub request_log: Arc<crate::telemetry::RequestLog>,
+    /// `/openapi.json` and `/docs/` (D38).
+    pub console: console::Console,
+    /// The queue, for receipts (D38).
+    pub store: Arc<dyn crate::queue::Store>,
+    /// Whether requests keep receipts (`[receipts] retention_days` above zero).
+    pub receipts: bool,
 }
 
 /// Request identifiers (D4): the client's `x-request-id` when it is a sane token, else a new
 /// one: a random per-process prefix and a counter, unique across restarts.
 pub struct RequestIds {
     prefix: String,
+    /// The prefix's random bits, the high half of every nonce.
+    seed: u64,
     next: AtomicU64,
 }
 
@@ -74,6 +84,7 @@ impl Default for RequestIds {
         let _ = getrandom::fill(&mut seed);
         Self {
             prefix: hex::encode(seed),
+            seed: u64::from(u32::from_le_bytes(seed)) << 32,
             next: AtomicU64::new(1),
         }
     }
@@ -89,16 +100,25 @@ impl RequestIds {
         )
     }
 
+    /// A number no other request of this process gets (receipts tell requests that share
+    /// an `x-request-id` apart with it).
+    pub fn nonce(&self) -> u64 {
+        self.seed ^ self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Whether `v` can be a request id: 1 to 64 letters, digits and `-_.:`.
+    pub fn is_id(v: &str) -> bool {
+        (1..=64).contains(&v.len())
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
+    }
+
     /// The identifier of a request with these headers.
     pub fn for_request(&self, headers: &http::HeaderMap) -> String {
         let given = headers
             .get("x-request-id")
             .and_then(|v| v.to_str().ok())
-            .filter(|v| {
-                (1..=64).contains(&v.len())
-                    && v.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
-            });
+            .filter(|v| Self::is_id(v));
         match given {
             Some(v) => v.to_string(),
             None => format!(

@@ -15,9 +15,15 @@ pub enum ApiError {
     /// No interface at this path (404; a trailing slash is another path, D5).
     #[error("no interface at {0}")]
     NotFound(String),
-    /// An interface path with a method other than POST (405).
-    #[error("method {0} is not allowed; use POST")]
-    MethodNotAllowed(String),
+    /// No receipt of that request for this key (404, D38).
+    #[error(
+        "no receipt of request {0} for this API key (unknown id, sent with another key, or \
+         older than the retention)"
+    )]
+    NoReceipt(String),
+    /// A method the path does not take (405): POST on interface paths, GET on receipts.
+    #[error("method {0} is not allowed; use {1}")]
+    MethodNotAllowed(String, &'static str),
     /// Authentication failed (401, 403).
     #[error(transparent)]
     Denied(#[from] Denied),
@@ -80,7 +86,8 @@ pub fn failure_body(message: &str, request_id: &str) -> Vec<u8> {
     .unwrap_or_default()
 }
 
-fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
+/// A JSON answer.
+pub(super) fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
     let mut r = Response::new(bytes.into());
     *r.status_mut() = status;
@@ -91,9 +98,10 @@ fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
     r
 }
 
-/// 202, 207 or 400 for a request whose structure was sound.
+/// 202 (200 for a dry run, D38), 207 or 400 for a request whose structure was sound.
 pub fn outcome(o: &Outcome, request_id: &str) -> Response {
     let status = match o.status {
+        Status::Success if o.dry_run => StatusCode::OK,
         Status::Success => StatusCode::ACCEPTED,
         Status::Partial => StatusCode::MULTI_STATUS,
         Status::Failed => StatusCode::BAD_REQUEST,
@@ -115,8 +123,8 @@ impl ApiError {
     /// The HTTP status of this failure.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::NotFound(_) => StatusCode::NOT_FOUND,
-            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            Self::NotFound(_) | Self::NoReceipt(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed(..) => StatusCode::METHOD_NOT_ALLOWED,
             Self::Denied(Denied::Forbidden { .. }) => StatusCode::FORBIDDEN,
             Self::Denied(Denied::RateLimited { .. }) => StatusCode::TOO_MANY_REQUESTS,
             Self::Denied(_) => StatusCode::UNAUTHORIZED,
@@ -213,9 +221,9 @@ impl ApiError {
                     r.headers_mut().insert(header::RETRY_AFTER, v);
                 }
             }
-            Self::MethodNotAllowed(_) => {
+            Self::MethodNotAllowed(_, allowed) => {
                 r.headers_mut()
-                    .insert(header::ALLOW, HeaderValue::from_static("POST"));
+                    .insert(header::ALLOW, HeaderValue::from_static(allowed));
             }
             Self::Intake(IntakeError::Storage(_)) => {
                 r.headers_mut()

@@ -6,7 +6,9 @@ use super::body::{self, Coding};
 use super::reply::{self, ApiError};
 use super::{App, ConnInfo};
 use crate::budget::SMALL_REQUEST_BYTES;
+use crate::intake::Take;
 use crate::interfaces::{self, Interface};
+use crate::queue::receipt::RequestInfo;
 use crate::validate::cost::ORDINARY_CHARGE_PER_BYTE;
 use bytes::Buf;
 use futures_util::{Stream, StreamExt};
@@ -72,15 +74,31 @@ async fn handle(
 ) -> Response {
     let started = Instant::now();
     let request_id = app.request_ids.for_request(&headers);
+    if let Some(mut response) = app.console.answer(&method, path.as_str()) {
+        if let Ok(v) = HeaderValue::from_str(&request_id) {
+            response.headers_mut().insert("x-request-id", v);
+        }
+        return response;
+    }
     let mut key_name = None;
     let mut state = BodyState::Unread;
-    let iface = interfaces::by_path(path.as_str());
+    if let Some(id) = path.as_str().strip_prefix("/requests/") {
+        return super::receipts::answer(&app, &method, id, &headers, &request_id).await;
+    }
+    // D38: `/validate/<interface path>` is the interface's dry run.
+    let (target, dry_run) = match path.as_str().strip_prefix("/validate") {
+        Some(rest) if rest.starts_with('/') => (rest, true),
+        _ => (path.as_str(), false),
+    };
+    let iface = interfaces::by_path(target);
     let result = accept(
         &app,
         Request {
             method: &method,
             path: path.as_str(),
             iface,
+            dry_run,
+            request_id: &request_id,
             query: &query,
             headers: &headers,
             started,
@@ -170,6 +188,9 @@ struct Request<'a> {
     method: &'a Method,
     path: &'a str,
     iface: Option<&'static Interface>,
+    /// `POST /validate/<path>` (D38).
+    dry_run: bool,
+    request_id: &'a str,
     query: &'a str,
     headers: &'a HeaderMap,
     started: Instant,
@@ -186,7 +207,7 @@ async fn accept(
         .iface
         .ok_or_else(|| ApiError::NotFound(req.path.to_string()))?;
     if req.method != Method::POST {
-        return Err(ApiError::MethodNotAllowed(req.method.to_string()));
+        return Err(ApiError::MethodNotAllowed(req.method.to_string(), "POST"));
     }
     let presented = req.headers.get("x-api-key").map(HeaderValue::as_bytes);
     let auth = app.auth.get();
@@ -222,9 +243,22 @@ async fn accept(
     *state = BodyState::Complete;
     // Waiting to grow (one request at a time) may take a second past the body timeout.
     let deadline = deadline.max(Instant::now() + Duration::from_secs(1));
+    let take = if req.dry_run {
+        Take::DryRun
+    } else {
+        Take::Queue(app.receipts.then(|| {
+            Arc::new(RequestInfo {
+                request_id: req.request_id.to_string(),
+                api_key: key_name.clone().unwrap_or_default(),
+                interface: iface.id,
+                received_at_ms: crate::queue::now_ms(),
+                nonce: app.request_ids.nonce(),
+            })
+        }))
+    };
     Ok(app
         .intake
-        .submit(iface, accounting_type, body, &mut charge, deadline)
+        .submit(iface, accounting_type, body, &mut charge, deadline, take)
         .await?)
 }
 

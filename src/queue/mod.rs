@@ -9,6 +9,7 @@
 
 mod batch;
 pub mod key;
+pub mod receipt;
 pub mod space;
 pub mod sqlite;
 pub mod writer;
@@ -62,6 +63,8 @@ pub struct NewRecord {
     pub interface: &'static str,
     /// Its XML element.
     pub xml: String,
+    /// Its line in the receipt of the request that sent it (D38); `None` keeps no receipt.
+    pub receipt: Option<receipt::ReceiptLine>,
 }
 
 /// The version of a key that a delivery sent.
@@ -246,6 +249,18 @@ pub trait Store: Send + Sync + 'static {
     /// Every readable item, in key order (for inspection and tests; the delivery path uses
     /// [`Store::pending`], which quarantines what it cannot read).
     fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError>;
+
+    /// The receipts of the requests with this id (D38): only `api_key`'s when given (the
+    /// HTTP endpoint), every key's otherwise (the operator's `status request`).
+    fn receipts(
+        &self,
+        request_id: &str,
+        api_key: Option<&str>,
+    ) -> Result<Vec<receipt::Receipt>, StoreError>;
+
+    /// Forgets receipts of requests received before `before_ms`, and what the queue kept
+    /// for them (`[receipts] retention_days`); how many rows went.
+    fn prune_receipts(&self, before_ms: u64) -> Result<usize, StoreError>;
 }
 
 /// Milliseconds since the Unix epoch.

@@ -253,6 +253,7 @@ mod tests {
             key: QueueKey::new("gl-code", &["main", code]).unwrap(),
             interface: "general-ledger-codes-v1",
             xml: format!("<gl_code>{code}</gl_code>"),
+            receipt: None,
         }];
         let job = Job {
             records,

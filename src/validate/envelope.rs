@@ -43,6 +43,9 @@ pub enum StructureError {
     /// `/accounting-objects/v1` without `?accountingType=`.
     #[error("required query parameter [accountingType] not found")]
     MissingAccountingType,
+    /// A query parameter the interface does not have (D38).
+    #[error("unknown query parameter [{0}]")]
+    UnknownQueryParameter(String),
     /// `accountingType` is not one of the configured types.
     #[error("instance value ({value}) not found in enum (possible values: {allowed})")]
     UnknownAccountingType {
@@ -61,7 +64,9 @@ impl StructureError {
             Self::DuplicateKey { path, .. } => path,
             Self::MissingObject => "/objects/object",
             Self::MissingRecord | Self::RecordNotArray => "/objects/object/record",
-            Self::MissingAccountingType | Self::UnknownAccountingType { .. } => "",
+            Self::MissingAccountingType
+            | Self::UnknownAccountingType { .. }
+            | Self::UnknownQueryParameter(_) => "",
         }
     }
 }
@@ -98,6 +103,20 @@ pub fn records(body: &[u8]) -> Result<(Vec<Value>, Vec<Duplicate>), StructureErr
             Ok((std::mem::take(records), doc.duplicates))
         }
         Some(_) => Err(StructureError::RecordNotArray),
+    }
+}
+
+/// Query parameter names are echoed in a message up to this many characters.
+const MAX_SHOWN_NAME: usize = 64;
+
+/// Refuses the first query parameter not in `known` (D38).
+pub fn known_query_parameters(query: Option<&str>, known: &[&str]) -> Result<(), StructureError> {
+    let params = form_urlencoded::parse(query.unwrap_or("").as_bytes());
+    match params.map(|(k, _)| k).find(|k| !known.contains(&k.as_ref())) {
+        None => Ok(()),
+        Some(name) => Err(StructureError::UnknownQueryParameter(
+            name.chars().take(MAX_SHOWN_NAME).collect(),
+        )),
     }
 }
 

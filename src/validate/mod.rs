@@ -112,6 +112,11 @@ impl Validator {
         self.get(iface).map(|c| &c.shape)
     }
 
+    /// The schema document of an interface as loaded (built-in or override).
+    pub fn schema_json(&self, iface: &Interface) -> Option<&Value> {
+        self.get(iface).map(|c| &c.json)
+    }
+
     /// The override file an interface's schema came from, if not the built-in one.
     pub fn origin(&self, iface: &Interface) -> Option<&Path> {
         self.get(iface).and_then(|c| c.origin.as_deref())

@@ -570,6 +570,7 @@ fn the_store_runs_with_full_sync_wal_and_incremental_vacuum_and_closes_without_a
                 key: QueueKey::new("gl-code", &["main", &format!("S{i}")]).unwrap(),
                 interface: iface("/general-ledger-codes/v1").id,
                 xml: format!("<gl_code><code>S{i}</code></gl_code>"),
+                receipt: None,
             })
             .collect();
         store.upsert(&records, now_ms()).unwrap();

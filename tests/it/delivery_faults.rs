@@ -317,6 +317,7 @@ impl Bench {
                 xml: format!(
                     "<gl_code><code>{c}</code><description_en>t</description_en></gl_code>"
                 ),
+                receipt: None,
             })
             .collect();
         self.store.upsert(&records, self.clock.wall_ms()).unwrap();

@@ -36,6 +36,7 @@
 
 mod check;
 mod read;
+mod receipts;
 mod store;
 mod write;
 
@@ -419,8 +420,10 @@ fn create_schema(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     tx.commit()
 }
 
-/// Adds what later versions of schema 1 added: the backoff's pause and last success (D32).
+/// Adds what later versions of schema 1 added: the backoff's pause and last success (D32),
+/// the receipts (D38).
 fn upgrade(conn: &Connection) -> Result<(), rusqlite::Error> {
+    conn.execute_batch(receipts::SCHEMA)?;
     let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('backoff')")?;
     let columns: Vec<String> = stmt
         .query_map([], |r| r.get(0))?

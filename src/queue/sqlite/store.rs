@@ -2,7 +2,8 @@
 //! writer, unreadable rows quarantined where they are met (D29).
 
 use super::read::{self, Unreadable};
-use super::{SqliteStore, write};
+use super::{SqliteStore, receipts, write};
+use crate::queue::receipt::Receipt;
 use crate::queue::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
 
 impl SqliteStore {
@@ -124,5 +125,23 @@ impl Store for SqliteStore {
     fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError> {
         let rows = self.read(read::all)?;
         Ok(rows.into_iter().filter_map(Result::ok).collect())
+    }
+
+    fn receipts(
+        &self,
+        request_id: &str,
+        api_key: Option<&str>,
+    ) -> Result<Vec<Receipt>, StoreError> {
+        self.read(|c| receipts::receipts(c, request_id, api_key))
+    }
+
+    fn prune_receipts(&self, before_ms: u64) -> Result<usize, StoreError> {
+        let mut total = 0;
+        loop {
+            match self.write(false, |tx, _| receipts::prune_step(tx, before_ms))? {
+                0 => return Ok(total),
+                n => total += n,
+            }
+        }
     }
 }

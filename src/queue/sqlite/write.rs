@@ -2,6 +2,7 @@
 //! Counters change with the items in the same transaction, so they stay exact.
 
 use super::read::{kind, state_code};
+use super::receipts::{self, Heads};
 use crate::queue::{NewRecord, QueueKey, Sent, State};
 use rusqlite::{OptionalExtension, Transaction, params};
 use std::collections::HashMap;
@@ -73,6 +74,7 @@ pub(super) fn upsert(
 ) -> rusqlite::Result<()> {
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     let mut counts = Counts::default();
+    let mut heads = Heads::default();
     let mut put = tx.prepare_cached(
         "INSERT INTO item (key, interface, state, version, queued_at, seq, updated_at, attempts,
                            last_error, xml)
@@ -112,6 +114,9 @@ pub(super) fn upsert(
             last_error,
             rec.xml
         ])?;
+        if let Some(line) = &rec.receipt {
+            heads.line(tx, line, &rec.key, v)?;
+        }
     }
     counts.write(tx)
 }
@@ -120,7 +125,8 @@ fn version(sent: &Sent) -> i64 {
     i64::try_from(sent.version).unwrap_or(-1)
 }
 
-/// Removes delivered items still at the version sent; counts them.
+/// Removes delivered items still at the version sent; counts them. Every version sent is
+/// noted as delivered for its receipt (D38), also one replaced while it was on its way.
 pub(super) fn delivered(tx: &Transaction<'_>, sent: &[Sent]) -> rusqlite::Result<usize> {
     let mut counts = Counts::default();
     let mut stmt = tx.prepare_cached(
@@ -131,6 +137,7 @@ pub(super) fn delivered(tx: &Transaction<'_>, sent: &[Sent]) -> rusqlite::Result
         let interface: Option<String> = stmt
             .query_row(params![s.key.as_bytes(), version(s)], |r| r.get(0))
             .optional()?;
+        receipts::settle(tx, s.key.as_bytes(), version(s), None, None)?;
         if let Some(interface) = interface {
             counts.add(&interface, kind(State::Pending), -1);
             counts.add(&interface, "delivered", 1);
@@ -209,8 +216,14 @@ pub(super) fn discard(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<
     let Some((interface, state)) = parked(tx, key)? else {
         return Ok(false);
     };
-    tx.prepare_cached("DELETE FROM item WHERE key = ?1")?
-        .execute(params![key.as_bytes()])?;
+    let (version, reason): (i64, Option<String>) = tx
+        .prepare_cached("DELETE FROM item WHERE key = ?1 RETURNING version, last_error")?
+        .query_row(params![key.as_bytes()], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let reason = format!(
+        "{}; dropped by an operator",
+        reason.as_deref().unwrap_or("-")
+    );
+    receipts::settle(tx, key.as_bytes(), version, Some(state), Some(&reason))?;
     let mut counts = Counts::default();
     counts.add(&interface, kind(state), -1);
     counts.write(tx)?;

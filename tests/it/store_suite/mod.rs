@@ -50,6 +50,7 @@ fn rec_in(interface: &'static str, space: &str, code: &str, xml: &str) -> NewRec
         key: key(space, code),
         interface,
         xml: xml.to_string(),
+        receipt: None,
     }
 }
 

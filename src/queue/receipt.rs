@@ -1,0 +1,77 @@
+//! Receipts (D38): what became of each record a request sent. A receipt is written with the
+//! records, in the same transaction, and read back by `GET /requests/<id>` and
+//! `ap-intake status request <id>`; it is kept for `[receipts] retention_days`.
+
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The head of a request's receipt: who sent it, when, through which interface.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RequestInfo {
+    /// The request's id (D4): the client's `x-request-id` or one the service made.
+    pub request_id: String,
+    /// The name of the API key that sent it; empty in sandbox (D21).
+    pub api_key: String,
+    /// The interface id.
+    pub interface: &'static str,
+    /// When the request was received (unix ms).
+    pub received_at_ms: u64,
+    /// Tells two requests with the same id and key apart: a client that reuses an id gets
+    /// the receipt of its latest request, never a mixture.
+    pub nonce: u64,
+}
+
+/// A record's place in its request's receipt.
+#[derive(Debug, Clone)]
+pub struct ReceiptLine {
+    /// The request.
+    pub request: Arc<RequestInfo>,
+    /// The record's 0-based index in the request's `record` array.
+    pub index: u32,
+}
+
+/// Where one record of a receipt stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReceiptState {
+    /// Queued, not yet taken by the platform.
+    Pending,
+    /// The platform accepted it.
+    Delivered,
+    /// The platform refused it (the reason says why).
+    Rejected,
+    /// It could not be read back from the queue (D29).
+    Quarantined,
+    /// A later record with the same key replaced it before it was delivered (D16).
+    Superseded,
+}
+
+/// One record of a receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceiptRecord {
+    /// Its index in the request's `record` array.
+    pub index: u32,
+    /// Its queue key (D15).
+    pub key: String,
+    /// Where it stands.
+    pub state: ReceiptState,
+    /// When it reached that state (unix ms), where known.
+    pub updated_at_ms: Option<u64>,
+    /// The platform's or the queue's reason for a rejected or quarantined record.
+    pub reason: Option<String>,
+}
+
+/// A request's receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Receipt {
+    /// The request's id.
+    pub request_id: String,
+    /// The API key that sent it (empty in sandbox).
+    pub api_key: String,
+    /// When it was received (unix ms).
+    pub received_at_ms: u64,
+    /// The interface id.
+    pub interface: String,
+    /// Each record it queued, by index.
+    pub records: Vec<ReceiptRecord>,
+}
