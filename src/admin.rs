@@ -49,6 +49,11 @@ pub enum Request {
         /// The key in operator form.
         key: String,
     },
+    /// The receipts of a request id, whichever key sent it (D38).
+    Receipts {
+        /// The request id.
+        request_id: String,
+    },
 }
 
 /// The answer, one line of JSON.
@@ -67,6 +72,8 @@ pub enum Response {
     Requeued(usize),
     /// For `Drop`: whether the record was removed.
     Dropped(bool),
+    /// For `Receipts`.
+    Receipts(Vec<crate::queue::receipt::Receipt>),
     /// The command failed.
     Error(String),
 }
@@ -158,6 +165,9 @@ pub fn execute(store: &dyn Store, data_dir: &Path, source: Source, req: &Request
             Ok(k) => store.discard(&k).map(Response::Dropped),
             Err(e) => Ok(Response::Error(e.to_string())),
         },
+        Request::Receipts { request_id } => {
+            store.receipts(request_id, None).map(Response::Receipts)
+        }
     };
     result.unwrap_or_else(|e: StoreError| Response::Error(e.to_string()))
 }

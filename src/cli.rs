@@ -99,6 +99,28 @@ pub enum Command {
         #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Check JSON files offline, as the service would (D38): the same schemas (with
+    /// [validation] schema_dir from --config), the same rules and the same answer. Nothing
+    /// is queued. Exit 0 when every record is valid, 1 when some are not, 2 on a usage
+    /// error (a file that cannot be read, an unknown interface).
+    Validate {
+        /// The interface's path, e.g. /general-ledger-codes/v1.
+        #[arg(long, value_name = "PATH")]
+        interface: String,
+        /// The accountingType of an accounting-objects request.
+        #[arg(long, value_name = "TYPE")]
+        accounting_type: Option<String>,
+        /// The service's config file (schema overrides, accounting types, record limit);
+        /// the built-in defaults without.
+        #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
+        config: Option<PathBuf>,
+        /// Print the JSON body the service would answer, one line per file.
+        #[arg(long)]
+        json: bool,
+        /// Request bodies to check; `-` reads standard input.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
     /// Manage API keys.
     Key {
         /// Key commands.
@@ -132,6 +154,12 @@ pub enum StatusWhat {
     Show {
         /// The key, as `status pending`, `status rejected` or `status quarantined` lists it.
         key: String,
+    },
+    /// The receipt of a request (D38): each record it queued and where it stands (pending,
+    /// delivered, rejected, quarantined, superseded), as GET /requests/<id> shows it.
+    Request {
+        /// The request id (the `request_id` of the answer, or the `x-request-id` header).
+        id: String,
     },
 }
 

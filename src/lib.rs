@@ -27,6 +27,7 @@ pub mod keys;
 pub mod live;
 pub mod metrics;
 pub mod number;
+pub mod offline;
 pub mod openapi;
 pub mod queue;
 pub mod reload;

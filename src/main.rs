@@ -106,6 +106,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     if let Command::CheckStore { config } = &cli.command {
         return check_store(config.as_deref());
     }
+    if let Command::Validate {
+        interface,
+        accounting_type,
+        config,
+        json,
+        files,
+    } = &cli.command
+    {
+        let config = match config {
+            Some(path) => Config::load(path)?,
+            None => Config::sandbox_default(),
+        };
+        return Ok(validate(
+            &config,
+            interface,
+            accounting_type.as_deref(),
+            *json,
+            files,
+        ));
+    }
     operate(cli).map(|()| ExitCode::SUCCESS)
 }
 
@@ -196,7 +216,7 @@ fn operate(cli: Cli) -> anyhow::Result<()> {
                 other => unexpected(other),
             }
         }
-        Command::CheckStore { .. } => Ok(()),
+        Command::CheckStore { .. } | Command::Validate { .. } => Ok(()),
         Command::Key {
             command:
                 KeyCommand::Generate {
@@ -355,6 +375,46 @@ fn check_store(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `ap-intake validate` (D38): 0 every record valid, 1 some not, 2 usage.
+fn validate(
+    config: &Config,
+    interface: &str,
+    accounting_type: Option<&str>,
+    json: bool,
+    files: &[std::path::PathBuf],
+) -> ExitCode {
+    let usage = |e: &dyn std::fmt::Display| {
+        eprintln!("ap-intake validate: {e}");
+        ExitCode::from(2)
+    };
+    let offline = match ap_intake::offline::Offline::new(config, interface, accounting_type) {
+        Ok(o) => o,
+        Err(e) => return usage(&e),
+    };
+    let mut all_valid = true;
+    for file in files {
+        let answer = match offline.check_file(file) {
+            Ok(a) => a,
+            Err(e) => return usage(&e),
+        };
+        all_valid &= answer.valid;
+        if json {
+            out!("{}", String::from_utf8_lossy(&answer.body));
+        } else {
+            out_raw!(answer.render(file));
+        }
+    }
+    if all_valid {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// `status request` for an id without a receipt.
+const NO_RECEIPT: &str = "no receipt of that request: unknown id, older than [receipts] \
+                          retention_days, or sent while receipts were off";
+
 fn status_command(
     at: &Locations,
     json: bool,
@@ -386,6 +446,7 @@ fn status_command(
             interface: interface_id(interface)?,
         },
         Some(StatusWhat::Show { key }) => Request::Show { key },
+        Some(StatusWhat::Request { id }) => Request::Receipts { request_id: id },
     };
     let response = admin::query(at, &req)?;
     if json {
@@ -395,6 +456,11 @@ fn status_command(
             Response::Parked(p) => serde_json::to_string_pretty(p)?,
             Response::Item(Some(i)) => serde_json::to_string_pretty(i)?,
             Response::Item(None) => bail!("no queued record with that key"),
+            Response::Receipts(r) if r.is_empty() => bail!("{NO_RECEIPT}"),
+            Response::Receipts(r) => {
+                let shown: Vec<_> = r.iter().map(status::receipt::Shown::of).collect();
+                serde_json::to_string_pretty(&shown)?
+            }
             other => return unexpected(other.clone()),
         };
         out!("{value}");
@@ -413,6 +479,8 @@ fn status_command(
             out!("\n{}", item.xml);
         }
         Response::Item(None) => bail!("no queued record with that key"),
+        Response::Receipts(r) if r.is_empty() => bail!("{NO_RECEIPT}"),
+        Response::Receipts(r) => r.iter().for_each(|r| out_raw!(status::receipt::render(r))),
         other => return unexpected(other),
     }
     Ok(())

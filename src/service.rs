@@ -228,6 +228,11 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         waker,
         until(rx.clone()),
     ));
+    tokio::spawn(crate::queue::receipt::keep_pruned(
+        Arc::clone(&store),
+        config.receipt_retention,
+        until(rx.clone()),
+    ));
     let ops_addr = ops_listener.as_ref().map(|(_, a)| *a);
     let ops = ops_listener.map(|(listener, _)| {
         let state = Arc::new(Ops {
@@ -379,6 +384,17 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
+/// Where a browser on this machine finds the console (D38); an address that listens on
+/// every interface is shown as localhost.
+fn console_url(scheme: &str, addr: std::net::SocketAddr) -> String {
+    let host = match addr.ip() {
+        ip if ip.is_unspecified() => "localhost".to_string(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+    };
+    format!("{scheme}://{host}:{}/docs/", addr.port())
+}
+
 /// Runs the service until SIGTERM or SIGINT; SIGHUP re-reads `path` (D34).
 pub async fn run(config: Config, path: Option<std::path::PathBuf>) -> Result<(), StartError> {
     if config.sandbox {
@@ -409,6 +425,7 @@ pub async fn run(config: Config, path: Option<std::path::PathBuf>) -> Result<(),
         "http"
     };
     tracing::info!(listen = %running.addr, scheme, data_dir = %config.data_dir.display(), sandbox = config.sandbox, "ap-intake listening");
+    tracing::info!(console = %console_url(scheme, running.addr), "API console and OpenAPI document (/openapi.json)");
     notify(sd_notify::NotifyState::Ready);
     match (hangup, running.reloadable.take()) {
         (Ok(mut hangup), Some(parts)) => {

@@ -4,10 +4,8 @@ use super::App;
 use super::reply::{self, ApiError};
 use crate::intake::IntakeError;
 use crate::queue::StoreError;
-use crate::queue::receipt::{Receipt, ReceiptRecord, ReceiptState};
+use crate::queue::receipt::Receipt;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
-use serde::Serialize;
-use std::time::{Duration, UNIX_EPOCH};
 use warp::reply::Response;
 
 /// The answer to `GET /requests/<id>`, authenticated like the interfaces (D20).
@@ -19,7 +17,7 @@ pub async fn answer(
     request_id: &str,
 ) -> Response {
     let mut response = match lookup(app, method, id, headers).await {
-        Ok(receipt) => reply::json(StatusCode::OK, &Shown::of(&receipt)),
+        Ok(receipt) => reply::json(StatusCode::OK, &crate::status::receipt::Shown::of(&receipt)),
         Err(e) => e.response(request_id),
     };
     if let Ok(v) = HeaderValue::from_str(request_id) {
@@ -65,54 +63,4 @@ async fn lookup(
 /// An id as echoed in a message: at most 64 characters.
 fn shown_id(id: &str) -> String {
     id.chars().take(64).collect()
-}
-
-/// The receipt as clients see it: times in RFC 3339 (UTC), the interface by its path.
-#[derive(Serialize)]
-struct Shown<'a> {
-    request_id: &'a str,
-    received_at: String,
-    interface: &'a str,
-    records: Vec<ShownRecord<'a>>,
-}
-
-#[derive(Serialize)]
-struct ShownRecord<'a> {
-    index: u32,
-    key: &'a str,
-    state: ReceiptState,
-    updated_at: Option<String>,
-    reason: Option<&'a str>,
-}
-
-impl<'a> Shown<'a> {
-    fn of(r: &'a Receipt) -> Self {
-        let interface = crate::interfaces::INTERFACES
-            .iter()
-            .find(|i| i.id == r.interface)
-            .map_or(r.interface.as_str(), |i| i.path);
-        Self {
-            request_id: &r.request_id,
-            received_at: rfc3339(r.received_at_ms),
-            interface,
-            records: r.records.iter().map(ShownRecord::of).collect(),
-        }
-    }
-}
-
-impl<'a> ShownRecord<'a> {
-    fn of(r: &'a ReceiptRecord) -> Self {
-        Self {
-            index: r.index,
-            key: &r.key,
-            state: r.state,
-            updated_at: r.updated_at_ms.map(rfc3339),
-            reason: r.reason.as_deref(),
-        }
-    }
-}
-
-/// Unix milliseconds as RFC 3339 in UTC, to the millisecond.
-pub fn rfc3339(ms: u64) -> String {
-    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }

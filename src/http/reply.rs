@@ -88,7 +88,14 @@ pub fn failure_body(message: &str, request_id: &str) -> Vec<u8> {
 
 /// A JSON answer.
 pub(super) fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    json_bytes(status, to_vec(body))
+}
+
+fn to_vec<T: Serialize>(body: &T) -> Vec<u8> {
+    serde_json::to_vec(body).unwrap_or_default()
+}
+
+fn json_bytes(status: StatusCode, bytes: Vec<u8>) -> Response {
     let mut r = Response::new(bytes.into());
     *r.status_mut() = status;
     r.headers_mut().insert(
@@ -100,6 +107,12 @@ pub(super) fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
 
 /// 202 (200 for a dry run, D38), 207 or 400 for a request whose structure was sound.
 pub fn outcome(o: &Outcome, request_id: &str) -> Response {
+    let (status, body) = outcome_body(o, request_id);
+    json_bytes(status, body)
+}
+
+/// The status and body of [`outcome`], also for `ap-intake validate`.
+pub fn outcome_body(o: &Outcome, request_id: &str) -> (StatusCode, Vec<u8>) {
     let status = match o.status {
         Status::Success if o.dry_run => StatusCode::OK,
         Status::Success => StatusCode::ACCEPTED,
@@ -116,7 +129,7 @@ pub fn outcome(o: &Outcome, request_id: &str) -> Response {
         expected_format: None,
         request_id,
     };
-    json(status, &body)
+    (status, to_vec(&body))
 }
 
 impl ApiError {
@@ -150,10 +163,9 @@ impl ApiError {
 
     /// The response: the common body for structure failures (D3), exactly status and message
     /// for 401 and 403 (D4), status, message and request id otherwise (D5).
-    pub fn response(&self, request_id: &str) -> Response {
-        let status = self.status();
+    pub fn body(&self, request_id: &str) -> Vec<u8> {
         let message = self.to_string();
-        let mut r = match self {
+        match self {
             Self::Intake(IntakeError::Structure(e)) => {
                 let errors = [ErrorEntry {
                     index: 0,
@@ -170,50 +182,45 @@ impl ApiError {
                     expected_format: Some(EXPECTED_FORMAT),
                     request_id,
                 };
-                json(status, &body)
+                to_vec(&body)
             }
-            Self::Denied(Denied::Missing | Denied::Invalid | Denied::Forbidden { .. }) => json(
-                status,
-                &Short {
+            Self::Denied(Denied::Missing | Denied::Invalid | Denied::Forbidden { .. }) => {
+                to_vec(&Short {
                     status: Status::Failed,
                     message: &message,
                     request_id: None,
-                },
-            ),
+                })
+            }
             // D30 names a full disk; other storage failures are logged with the request id
             // and the client gets the generic text.
-            Self::Intake(IntakeError::Storage(e)) => json(
-                status,
-                &Short {
-                    status: Status::Failed,
-                    message: &match e {
-                        StoreError::Full(_) => format!("{e}; nothing was queued, retry later"),
-                        StoreError::Incomplete { .. } => e.to_string(),
-                        _ => "the queue cannot store records right now; nothing was queued, \
+            Self::Intake(IntakeError::Storage(e)) => to_vec(&Short {
+                status: Status::Failed,
+                message: &match e {
+                    StoreError::Full(_) => format!("{e}; nothing was queued, retry later"),
+                    StoreError::Incomplete { .. } => e.to_string(),
+                    _ => "the queue cannot store records right now; nothing was queued, \
                               retry later"
-                            .to_string(),
-                    },
-                    request_id: Some(request_id),
+                        .to_string(),
                 },
-            ),
+                request_id: Some(request_id),
+            }),
             // The cause is logged with the request id; the client gets the generic text.
-            Self::Intake(IntakeError::Internal(_)) => json(
-                status,
-                &Short {
-                    status: Status::Failed,
-                    message: &Self::Internal(String::new()).to_string(),
-                    request_id: Some(request_id),
-                },
-            ),
-            _ => json(
-                status,
-                &Short {
-                    status: Status::Failed,
-                    message: &message,
-                    request_id: Some(request_id),
-                },
-            ),
-        };
+            Self::Intake(IntakeError::Internal(_)) => to_vec(&Short {
+                status: Status::Failed,
+                message: &Self::Internal(String::new()).to_string(),
+                request_id: Some(request_id),
+            }),
+            _ => to_vec(&Short {
+                status: Status::Failed,
+                message: &message,
+                request_id: Some(request_id),
+            }),
+        }
+    }
+
+    /// The response: [`Self::body`] with its status and headers.
+    pub fn response(&self, request_id: &str) -> Response {
+        let mut r = json_bytes(self.status(), self.body(request_id));
         match self {
             Self::Denied(Denied::RateLimited { retry_after, .. }) => {
                 let secs = super::auth::retry_after_secs(*retry_after).to_string();

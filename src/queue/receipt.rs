@@ -75,3 +75,35 @@ pub struct Receipt {
     /// Each record it queued, by index.
     pub records: Vec<ReceiptRecord>,
 }
+
+/// How often receipts past their retention are removed (and once at start).
+const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Removes receipts older than `retention` at start and then every hour, until `stop`
+/// resolves. With a zero retention nothing is kept, so everything is removed.
+pub async fn keep_pruned(
+    store: Arc<dyn super::Store>,
+    retention: std::time::Duration,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let retention_ms = u64::try_from(retention.as_millis()).unwrap_or(u64::MAX);
+    let mut ticks = tokio::time::interval(PRUNE_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = &mut stop => return,
+        }
+        let before = super::now_ms().saturating_sub(retention_ms);
+        let s = Arc::clone(&store);
+        match tokio::task::spawn_blocking(move || s.prune_receipts(before)).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(rows)) => tracing::info!(rows, "receipts past their retention removed"),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "receipts past their retention could not be removed; trying again in an hour")
+            }
+            Err(e) => tracing::error!(error = %e, "the receipt pruning task failed"),
+        }
+    }
+}

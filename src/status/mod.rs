@@ -6,6 +6,7 @@ use crate::interfaces::INTERFACES;
 use crate::queue::{Store, StoreError, now_ms};
 use serde::{Deserialize, Serialize};
 
+pub mod receipt;
 mod render;
 pub use render::render;
 use std::path::Path;

@@ -112,7 +112,10 @@ const MAX_SHOWN_NAME: usize = 64;
 /// Refuses the first query parameter not in `known` (D38).
 pub fn known_query_parameters(query: Option<&str>, known: &[&str]) -> Result<(), StructureError> {
     let params = form_urlencoded::parse(query.unwrap_or("").as_bytes());
-    match params.map(|(k, _)| k).find(|k| !known.contains(&k.as_ref())) {
+    match params
+        .map(|(k, _)| k)
+        .find(|k| !known.contains(&k.as_ref()))
+    {
         None => Ok(()),
         Some(name) => Err(StructureError::UnknownQueryParameter(
             name.chars().take(MAX_SHOWN_NAME).collect(),

@@ -1,19 +1,19 @@
 //! The intake pipeline, free of HTTP: records in, an [`Outcome`] out, with every accepted
 //! record durably queued before the outcome is returned (D17).
 
+mod check;
+
+pub use check::Checker;
+
 use crate::budget::{Budget, BudgetError, Charge};
 use crate::delivery::Waker;
-use crate::interfaces::{Interface, KeyPart, Mode};
-use crate::queue::receipt::{ReceiptLine, RequestInfo};
-use crate::queue::{NewRecord, QueueKey, StoreError, Writer};
-use crate::shape::Shape;
+use crate::interfaces::Interface;
+use crate::queue::receipt::RequestInfo;
+use crate::queue::{NewRecord, StoreError, Writer};
 use crate::validate::Validator;
 use crate::validate::cost;
-use crate::validate::envelope::{self, StructureError};
-use crate::validate::messages::{Step, Violation, sort_in_document_order};
-use crate::xml;
+use crate::validate::envelope::StructureError;
 use serde::Serialize;
-use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -110,10 +110,8 @@ const INLINE_PEAK_BYTES: usize = 512 * 1024;
 
 /// Validation, transformation and queueing for all interfaces.
 pub struct Intake {
-    validator: Validator,
+    checker: Checker,
     writer: Writer,
-    accounting_types: Vec<String>,
-    max_records: usize,
     delivery: Waker,
     budget: Arc<Budget>,
     /// Large bodies are parsed by at most this many blocking threads at once, one per core:
@@ -141,10 +139,8 @@ impl Intake {
     ) -> Self {
         let cores = std::thread::available_parallelism().map_or(2, usize::from);
         Self {
-            validator,
+            checker: Checker::new(validator, accounting_types, limits.max_records),
             writer,
-            accounting_types,
-            max_records: limits.max_records,
             delivery,
             budget: limits.budget,
             cpu: Semaphore::new(cores),
@@ -153,31 +149,16 @@ impl Intake {
 
     /// The compiled schemas.
     pub fn validator(&self) -> &Validator {
-        &self.validator
+        self.checker.validator()
     }
 
-    /// Checks the query of a request before its body is read: the `accountingType` of an
-    /// accounting-objects request.
+    /// Checks the query of a request before its body is read (see [`Checker::check_query`]).
     pub fn check_query(
         &self,
         iface: &Interface,
         query: Option<&str>,
     ) -> Result<Option<String>, IntakeError> {
-        // D38: a parameter the interface does not know (`dryRun`, a misspelling) is refused,
-        // never silently ignored.
-        let known: &[&str] = if iface.needs_accounting_type {
-            &["accountingType"]
-        } else {
-            &[]
-        };
-        envelope::known_query_parameters(query, known)?;
-        if !iface.needs_accounting_type {
-            return Ok(None);
-        }
-        Ok(Some(envelope::accounting_type(
-            query,
-            &self.accounting_types,
-        )?))
+        self.checker.check_query(iface, query)
     }
 
     /// Validates and stores the records of `body`, then waits until they are durable.
@@ -247,8 +228,7 @@ impl Intake {
             .map_err(|e| IntakeError::Internal(e.to_string()))
     }
 
-    /// The CPU part of [`Self::submit`]: parse, validate, transform. Returns the outcome and
-    /// the records to queue.
+    /// The CPU part of [`Self::submit`] (see [`Checker::check_records`]).
     pub fn check_records(
         &self,
         iface: &Interface,
@@ -256,167 +236,7 @@ impl Intake {
         body: &[u8],
         receipt: Option<&Arc<RequestInfo>>,
     ) -> Result<(Outcome, Vec<NewRecord>), IntakeError> {
-        let (records, duplicates) = envelope::records(body)?;
-        if records.len() > self.max_records {
-            return Err(IntakeError::TooManyRecords {
-                count: records.len(),
-                max: self.max_records,
-            });
-        }
-        let total = records.len();
-        let shape = self.validator.shape(iface).ok_or_else(|| {
-            IntakeError::Internal(format!("interface {} has no schema loaded", iface.id))
-        })?;
-        let lead: Vec<(&str, &str)> = accounting_type
-            .map(|t| vec![("accountingType", t)])
-            .unwrap_or_default();
-        let mut duplicates = duplicates.into_iter().peekable();
-        let mut errors = Errors::default();
-        let mut failed = 0;
-        let mut accepted = Vec::with_capacity(total);
-        for (index, record) in records.iter().enumerate() {
-            let mut violations = self.validator.check(iface, record);
-            let mut unshown = 0;
-            let mut any_duplicate = false;
-            while let Some(d) = duplicates.next_if(|d| d.record == index) {
-                any_duplicate = true;
-                match d.steps {
-                    Some(steps) => violations.push(duplicate_key(steps)),
-                    None => unshown += 1,
-                }
-            }
-            if any_duplicate {
-                sort_in_document_order(record, &mut violations);
-            }
-            if violations.is_empty() && unshown == 0 {
-                let key = queue_key(iface, shape, accounting_type, record)?;
-                let xml = xml::record(shape, iface.xml_record, &lead, record);
-                accepted.push(NewRecord {
-                    key,
-                    interface: iface.id,
-                    xml,
-                    receipt: receipt.map(|r| ReceiptLine {
-                        request: Arc::clone(r),
-                        index: u32::try_from(index).unwrap_or(u32::MAX),
-                    }),
-                });
-            } else {
-                failed += 1;
-                for v in violations {
-                    errors.push(ErrorEntry {
-                        index,
-                        path: v.pointer(),
-                        error: v.message,
-                    });
-                }
-                errors.left_out(index, unshown);
-            }
-        }
-        let errors = errors.finish();
-        if failed > 0 && iface.mode == Mode::AllOrNothing {
-            // D3: payment confirmations are all-or-nothing; the counts stay 0.
-            let outcome = Outcome {
-                status: Status::Failed,
-                total: 0,
-                succeeded: 0,
-                failed: 0,
-                errors,
-                message: "No items could be processed as the structure was invalid.".into(),
-                dry_run: false,
-            };
-            return Ok((outcome, Vec::new()));
-        }
-        let succeeded = accepted.len();
-        let (status, message) = match (succeeded, failed) {
-            (_, 0) => (Status::Success, format!("{succeeded} record(s) queued")),
-            (0, _) => (
-                Status::Failed,
-                format!("{failed} of {total} records failed validation"),
-            ),
-            _ => (
-                Status::Partial,
-                format!("{succeeded} record(s) queued, {failed} record(s) failed validation"),
-            ),
-        };
-        let outcome = Outcome {
-            status,
-            total,
-            succeeded,
-            failed,
-            errors,
-            message,
-            dry_run: false,
-        };
-        Ok((outcome, accepted))
-    }
-}
-
-/// The violation of a key repeated inside a record (D24); `steps` ends with the key.
-fn duplicate_key(steps: Vec<Step>) -> Violation {
-    let key = match steps.last() {
-        Some(Step::Key(k)) => k.clone(),
-        _ => String::new(),
-    };
-    Violation::new(steps, format!("duplicate key [{key}] is not permitted"))
-}
-
-/// The primary key of a valid record (D15). Blank key fields take their schema default
-/// (organization `main`).
-fn queue_key(
-    iface: &Interface,
-    shape: &Shape,
-    accounting_type: Option<&str>,
-    record: &Value,
-) -> Result<QueueKey, StoreError> {
-    let parts: Vec<String> = iface
-        .key
-        .iter()
-        .map(|part| match part {
-            KeyPart::AccountingType => accounting_type.unwrap_or_default().to_string(),
-            KeyPart::Field(name) => match record.get(*name) {
-                Some(Value::String(s)) if !s.is_empty() => s.clone(),
-                Some(Value::Number(n)) => n.to_string(),
-                _ => shape.default_of(name).unwrap_or_default().to_string(),
-            },
-        })
-        .collect();
-    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
-    QueueKey::new(iface.key_space, &parts).map_err(|e| StoreError::Unavailable(e.to_string()))
-}
-
-/// The errors of a response: the first [`MAX_ERROR_ENTRIES`] kept, the rest counted, and a
-/// last entry saying how many were left out (D2).
-#[derive(Default)]
-struct Errors {
-    shown: Vec<ErrorEntry>,
-    left_out: usize,
-    first_left_out: Option<usize>,
-}
-
-impl Errors {
-    fn push(&mut self, entry: ErrorEntry) {
-        if self.shown.len() < MAX_ERROR_ENTRIES {
-            self.shown.push(entry);
-        } else {
-            self.left_out(entry.index, 1);
-        }
-    }
-
-    fn left_out(&mut self, index: usize, n: usize) {
-        if n > 0 {
-            self.left_out += n;
-            self.first_left_out.get_or_insert(index);
-        }
-    }
-
-    fn finish(mut self) -> Vec<ErrorEntry> {
-        if let Some(index) = self.first_left_out {
-            self.shown.push(ErrorEntry {
-                index,
-                path: String::new(),
-                error: format!("{} more error(s) not shown", self.left_out),
-            });
-        }
-        self.shown
+        self.checker
+            .check_records(iface, accounting_type, body, receipt)
     }
 }
