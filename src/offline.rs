@@ -133,11 +133,22 @@ impl Offline {
 }
 
 impl Answer {
-    /// The answer for a terminal: the file and the message, then each error on a line.
+    /// The answer for a terminal, in offline words (nothing is queued): the file and how
+    /// many records are valid, then each error on a line.
     pub fn render(&self, file: &Path) -> String {
         let body: serde_json::Value = serde_json::from_slice(&self.body).unwrap_or_default();
-        let message = body["message"].as_str().unwrap_or_default();
-        let mut out = format!("{}: {} {message}\n", file.display(), self.status);
+        let count = |k: &str| body[k].as_u64().unwrap_or(0);
+        let (total, succeeded) = (count("total"), count("succeeded"));
+        let summary = match self.status {
+            200 | 202 => format!("all {total} record(s) valid"),
+            207 => format!("{succeeded} of {total} record(s) valid"),
+            400 if total > 0 => format!("none of {total} record(s) valid"),
+            status => format!(
+                "refused ({status}): {}",
+                body["message"].as_str().unwrap_or_default()
+            ),
+        };
+        let mut out = format!("{}: {summary}\n", file.display());
         for e in body["errors"].as_array().into_iter().flatten() {
             let path = e["path"].as_str().unwrap_or_default();
             let at = if path.is_empty() { "" } else { " " };

@@ -279,3 +279,39 @@ fn the_readme_quick_start_works() {
         "data in ./ap-intake-data"
     );
 }
+
+/// The sandbox listens where `serve --listen` says, on every interface when asked, and logs
+/// the console's URL (D21, D38).
+#[test]
+fn the_sandbox_listens_where_asked_and_names_its_console() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = bin();
+    cmd.args(["serve", "--listen", "0.0.0.0:0", "--admin-listen", "off"])
+        .current_dir(dir.path());
+    let service = Service::spawn(cmd);
+    let port = service.addr.port();
+    assert!(service.addr.ip().is_unspecified(), "{}", service.addr);
+    let console = format!("console=http://localhost:{port}/docs/");
+    assert!(
+        common::wait_for(std::time::Duration::from_secs(10), || service
+            .stderr()
+            .contains(&console)),
+        "no {console:?} in the log:\n{}",
+        service.stderr()
+    );
+    // Reachable on an address of this machine other than loopback, when it has one.
+    let outward = std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| s.connect("192.0.2.1:9").and_then(|()| s.local_addr()))
+        .map(|a| a.ip())
+        .ok()
+        .filter(|ip| !ip.is_loopback() && !ip.is_unspecified());
+    for ip in [Some(std::net::Ipv4Addr::LOCALHOST.into()), outward]
+        .into_iter()
+        .flatten()
+    {
+        let addr = std::net::SocketAddr::new(ip, port);
+        let body = envelope(&[fixture("general-ledger-codes", "minimal")]).to_string();
+        let r = post(addr, "/general-ledger-codes/v1", &body, None);
+        assert_eq!(r.status, 202, "{addr}: {}", r.text);
+    }
+}

@@ -27,10 +27,14 @@ pub struct Service {
 impl Service {
     /// Starts `serve --config FILE` in `cwd` and waits for its "listening" log line.
     pub fn start(config: &Path, cwd: &Path) -> Self {
-        let mut child = bin()
-            .args(["serve", "--config"])
-            .arg(config)
-            .current_dir(cwd)
+        let mut cmd = bin();
+        cmd.args(["serve", "--config"]).arg(config).current_dir(cwd);
+        Self::spawn(cmd)
+    }
+
+    /// Runs `cmd` (an `ap-intake serve ...`) and waits for its "listening" log line.
+    pub fn spawn(mut cmd: Command) -> Self {
+        let mut child = cmd
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()

@@ -10,5 +10,6 @@ mod support;
 
 mod accepted;
 mod literal;
+mod offline;
 mod shape;
 mod values;
