@@ -342,8 +342,11 @@ fn intake_app(config: &Config, validator: Validator, h: Handles<'_>) -> Arc<App>
         },
         waker.clone(),
     );
-    let document =
-        crate::openapi::document(intake.validator(), &config.accounting_types, config.sandbox);
+    let document = crate::openapi::document(
+        intake.checker().validator(),
+        &config.accounting_types,
+        config.sandbox,
+    );
     Arc::new(App {
         console: crate::http::console::Console::new(&document),
         store: Arc::clone(store),

@@ -9,7 +9,7 @@ use crate::budget::{Budget, BudgetError, Charge};
 use crate::delivery::Waker;
 use crate::interfaces::Interface;
 use crate::queue::receipt::RequestInfo;
-use crate::queue::{NewRecord, StoreError, Writer};
+use crate::queue::{StoreError, Writer};
 use crate::validate::Validator;
 use crate::validate::cost;
 use crate::validate::envelope::StructureError;
@@ -147,18 +147,9 @@ impl Intake {
         }
     }
 
-    /// The compiled schemas.
-    pub fn validator(&self) -> &Validator {
-        self.checker.validator()
-    }
-
-    /// Checks the query of a request before its body is read (see [`Checker::check_query`]).
-    pub fn check_query(
-        &self,
-        iface: &Interface,
-        query: Option<&str>,
-    ) -> Result<Option<String>, IntakeError> {
-        self.checker.check_query(iface, query)
+    /// The checks every request goes through (the CPU part of [`Self::submit`]).
+    pub fn checker(&self) -> &Checker {
+        &self.checker
     }
 
     /// Validates and stores the records of `body`, then waits until they are durable.
@@ -191,10 +182,20 @@ impl Intake {
             .resize(charge, cost.charge(body.len()), deadline)
             .await?;
         let (mut outcome, accepted) = if inline {
-            self.check_records(iface, accounting_type.as_deref(), &body, receipt.as_ref())?
+            self.checker.check_records(
+                iface,
+                accounting_type.as_deref(),
+                &body,
+                receipt.as_ref(),
+            )?
         } else {
             self.off_the_workers(move |this| {
-                this.check_records(iface, accounting_type.as_deref(), &body, receipt.as_ref())
+                this.checker.check_records(
+                    iface,
+                    accounting_type.as_deref(),
+                    &body,
+                    receipt.as_ref(),
+                )
             })
             .await??
         };
@@ -226,17 +227,5 @@ impl Intake {
         tokio::task::spawn_blocking(move || work(&this))
             .await
             .map_err(|e| IntakeError::Internal(e.to_string()))
-    }
-
-    /// The CPU part of [`Self::submit`] (see [`Checker::check_records`]).
-    pub fn check_records(
-        &self,
-        iface: &Interface,
-        accounting_type: Option<&str>,
-        body: &[u8],
-        receipt: Option<&Arc<RequestInfo>>,
-    ) -> Result<(Outcome, Vec<NewRecord>), IntakeError> {
-        self.checker
-            .check_records(iface, accounting_type, body, receipt)
     }
 }

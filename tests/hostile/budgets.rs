@@ -153,6 +153,7 @@ fn checking_a_body_stays_within_its_estimated_cost() {
         let estimate = cost.peak(body.len()) - body.len();
         let (result, peak) = meter::peak_during(|| {
             intake
+                .checker()
                 .check_records(iface, None, body.as_bytes(), None)
                 .map(|_| ())
         });

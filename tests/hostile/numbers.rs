@@ -233,10 +233,16 @@ fn exponents_are_never_expanded_in_memory() {
         "1e99999999999",
         "1E+9223372036854775807",
     );
-    let (_, ordinary) =
-        meter::peak_during(|| intake.check_records(iface, None, plain.as_bytes(), None));
-    let (result, peak) =
-        meter::peak_during(|| intake.check_records(iface, None, bombs.as_bytes(), None));
+    let (_, ordinary) = meter::peak_during(|| {
+        intake
+            .checker()
+            .check_records(iface, None, plain.as_bytes(), None)
+    });
+    let (result, peak) = meter::peak_during(|| {
+        intake
+            .checker()
+            .check_records(iface, None, bombs.as_bytes(), None)
+    });
     let (outcome, _) = result.unwrap();
     assert_eq!(outcome.failed, 1, "{:?}", outcome.errors);
     assert!(

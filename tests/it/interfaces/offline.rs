@@ -36,8 +36,8 @@ fn raw(name: &str, body: &[u8]) -> Case {
 fn corpus(iface: &Interface) -> Vec<Case> {
     let (min, full) = (minimal(iface), full(iface));
     let mut cases = vec![
-        case("minimal", &[min.clone()]),
-        case("full", &[full.clone()]),
+        case("minimal", std::slice::from_ref(&min)),
+        case("full", std::slice::from_ref(&full)),
         case("minimal and full", &[min.clone(), full.clone()]),
         case("unknown field", &[with(&min, "/no_such_field", json!(1))]),
     ];
