@@ -26,6 +26,7 @@ mod logs;
 mod ops;
 mod platform_network;
 mod queue;
+mod receipts;
 mod reload;
 mod schema_override;
 mod status;

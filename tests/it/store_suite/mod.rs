@@ -7,6 +7,7 @@ use std::path::Path;
 mod batches;
 mod delivery;
 mod parking;
+mod receipts;
 mod reopen;
 mod stats;
 mod upsert;
