@@ -14,7 +14,8 @@
 //!   updated_at INTEGER NOT NULL,           -- unix ms of the latest version
 //!   attempts   INTEGER NOT NULL,
 //!   last_error TEXT,                       -- last delivery failure, rejection or quarantine
-//!   xml        TEXT NOT NULL               -- the record's XML element (D19)
+//!   xml        TEXT NOT NULL,              -- the record's XML element (D19)
+//!   state_at   INTEGER                     -- unix ms it was rejected, quarantined or requeued
 //! );
 //! CREATE INDEX item_line ON item (interface, state, queued_at, seq);   -- delivery order
 //! CREATE TABLE counter (interface TEXT, kind TEXT, n INTEGER NOT NULL,
@@ -26,6 +27,14 @@
 //!                       last_success_ms INTEGER) WITHOUT ROWID;   -- D18, D31, D32
 //! CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 //!                                          -- next_version, probe
+//! -- Receipts (D38), pruned after [receipts] retention_days (sqlite/receipts.rs):
+//! CREATE TABLE receipt (rid INTEGER PRIMARY KEY, request_id TEXT, api_key TEXT,
+//!                       nonce INTEGER, interface TEXT, received_at INTEGER);
+//!                                          -- UNIQUE (request_id, api_key); INDEX received_at
+//! CREATE TABLE receipt_line (rid, idx, key BLOB, version, PRIMARY KEY (rid, idx)) WITHOUT ROWID;
+//! CREATE TABLE settled (key BLOB, version, state, at, reason,
+//!                       PRIMARY KEY (key, version)) WITHOUT ROWID;
+//!                                          -- versions that left: delivered (3) or dropped
 //! ```
 //!
 //! One writer connection (behind a mutex) runs every change as one transaction; the intake's
@@ -405,7 +414,7 @@ fn create_schema(conn: &mut Connection) -> Result<(), rusqlite::Error> {
         "CREATE TABLE item (key BLOB PRIMARY KEY, interface TEXT NOT NULL,
            state INTEGER NOT NULL, version INTEGER NOT NULL, queued_at INTEGER NOT NULL,
            seq INTEGER NOT NULL, updated_at INTEGER NOT NULL, attempts INTEGER NOT NULL,
-           last_error TEXT, xml TEXT NOT NULL);
+           last_error TEXT, xml TEXT NOT NULL, state_at INTEGER);
          CREATE INDEX item_line ON item (interface, state, queued_at, seq);
          CREATE TABLE counter (interface TEXT, kind TEXT, n INTEGER NOT NULL,
            PRIMARY KEY (interface, kind)) WITHOUT ROWID;
@@ -421,19 +430,17 @@ fn create_schema(conn: &mut Connection) -> Result<(), rusqlite::Error> {
 }
 
 /// Adds what later versions of schema 1 added: the backoff's pause and last success (D32),
-/// the receipts (D38).
+/// the receipts and the time an item reached its state (D38).
 fn upgrade(conn: &Connection) -> Result<(), rusqlite::Error> {
     conn.execute_batch(receipts::SCHEMA)?;
-    let mut stmt = conn.prepare("SELECT name FROM pragma_table_info('backoff')")?;
-    let columns: Vec<String> = stmt
-        .query_map([], |r| r.get(0))?
-        .collect::<Result<_, _>>()?;
-    for (column, ddl) in [
-        ("paused", "paused INTEGER NOT NULL DEFAULT 0"),
-        ("last_success_ms", "last_success_ms INTEGER"),
+    for (table, column, ddl) in [
+        ("backoff", "paused", "paused INTEGER NOT NULL DEFAULT 0"),
+        ("backoff", "last_success_ms", "last_success_ms INTEGER"),
+        ("item", "state_at", "state_at INTEGER"),
     ] {
-        if !columns.iter().any(|c| c == column) {
-            conn.execute_batch(&format!("ALTER TABLE backoff ADD COLUMN {ddl}"))?;
+        let mut stmt = conn.prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?;
+        if !stmt.exists(rusqlite::params![table, column])? {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {ddl}"))?;
         }
     }
     Ok(())

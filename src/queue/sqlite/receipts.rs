@@ -148,7 +148,7 @@ pub(super) fn receipts(
 fn lines(conn: &Connection, rid: i64) -> rusqlite::Result<Vec<ReceiptRecord>> {
     let mut stmt = conn.prepare_cached(
         "SELECT l.idx, l.key, s.state, s.at, s.reason, i.version = l.version, i.state,
-                i.updated_at, i.last_error
+                coalesce(i.state_at, i.updated_at), i.last_error
          FROM receipt_line l
          LEFT JOIN settled s ON s.key = l.key AND s.version = l.version
          LEFT JOIN item i ON i.key = l.key

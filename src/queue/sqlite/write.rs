@@ -80,7 +80,8 @@ pub(super) fn upsert(
                            last_error, xml)
          VALUES (?1, ?2, 0, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
          ON CONFLICT (key) DO UPDATE SET interface = ?2, state = 0, version = ?3,
-           queued_at = ?4, seq = ?5, updated_at = ?6, attempts = ?7, last_error = ?8, xml = ?9",
+           queued_at = ?4, seq = ?5, updated_at = ?6, attempts = ?7, last_error = ?8, xml = ?9,
+           state_at = NULL",
     )?;
     for rec in records {
         let v = i64::try_from(*version).unwrap_or(i64::MAX);
@@ -119,6 +120,11 @@ pub(super) fn upsert(
         }
     }
     counts.write(tx)
+}
+
+/// The time a state change is dated with (unix ms).
+fn now() -> i64 {
+    i64::try_from(crate::queue::now_ms()).unwrap_or(i64::MAX)
 }
 
 fn version(sent: &Sent) -> i64 {
@@ -164,12 +170,13 @@ pub(super) fn failed(tx: &Transaction<'_>, sent: &[Sent], error: &str) -> rusqli
 pub(super) fn reject(tx: &Transaction<'_>, sent: &Sent, error: &str) -> rusqlite::Result<bool> {
     let interface: Option<String> = tx
         .prepare_cached(
-            "UPDATE item SET state = 1, attempts = attempts + 1, last_error = ?3
+            "UPDATE item SET state = 1, attempts = attempts + 1, last_error = ?3, state_at = ?4
              WHERE key = ?1 AND version = ?2 AND state = 0 RETURNING interface",
         )?
-        .query_row(params![sent.key.as_bytes(), version(sent), error], |r| {
-            r.get(0)
-        })
+        .query_row(
+            params![sent.key.as_bytes(), version(sent), error, now()],
+            |r| r.get(0),
+        )
         .optional()?;
     let Some(interface) = interface else {
         return Ok(false);
@@ -202,8 +209,8 @@ pub(super) fn requeue(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<
     let Some((interface, state)) = parked(tx, key)? else {
         return Ok(false);
     };
-    tx.prepare_cached("UPDATE item SET state = 0, attempts = 0 WHERE key = ?1")?
-        .execute(params![key.as_bytes()])?;
+    tx.prepare_cached("UPDATE item SET state = 0, attempts = 0, state_at = ?2 WHERE key = ?1")?
+        .execute(params![key.as_bytes(), now()])?;
     let mut counts = Counts::default();
     counts.add(&interface, kind(state), -1);
     counts.add(&interface, kind(State::Pending), 1);
@@ -238,11 +245,18 @@ pub(super) fn quarantine(
 ) -> rusqlite::Result<()> {
     let mut counts = Counts::default();
     let mut stmt = tx.prepare_cached(
-        "UPDATE item SET state = ?3, last_error = ?2 WHERE rowid = ?1 AND state = 0",
+        "UPDATE item SET state = ?3, last_error = ?2, state_at = ?4
+         WHERE rowid = ?1 AND state = 0",
     )?;
     for (rowid, reason) in rows {
         let reason = format!("quarantined: {reason}");
-        if stmt.execute(params![rowid, reason, state_code(State::Quarantined)])? > 0 {
+        if stmt.execute(params![
+            rowid,
+            reason,
+            state_code(State::Quarantined),
+            now()
+        ])? > 0
+        {
             counts.add(interface, kind(State::Pending), -1);
             counts.add(interface, kind(State::Quarantined), 1);
         }
