@@ -1,0 +1,150 @@
+//! The OpenAPI 3.1 document of the intake listener (D38), generated at start-up from the
+//! schemas actually loaded, so an override of a schema file shows in it (D14).
+//!
+//! - `record.rs`: a record's draft-07 schema as an OpenAPI 3.1 (JSON Schema 2020-12) schema;
+//! - `responses.rs`: the answers of D1-D5, D26, D27 with their bodies and examples;
+//! - `paths.rs`: the operations (interfaces, alias paths, dry runs, receipts).
+//!
+//! Each interface's request body is the envelope `{"objects":{"object":{"record":[...]}}}`
+//! around its record schema; its example holds the records of the schema's `examples`.
+
+mod paths;
+mod record;
+mod responses;
+
+use crate::interfaces::{INTERFACES, Interface};
+use crate::validate::Validator;
+use paths::Context;
+use serde_json::{Map, Value, json};
+
+/// The document served at `GET /openapi.json`: `accounting_types` are the values the
+/// `accountingType` query parameter takes; in `sandbox` no key is needed (D21).
+pub fn document(validator: &Validator, accounting_types: &[String], sandbox: bool) -> Value {
+    let cx = Context { sandbox };
+    let mut path_items = Map::new();
+    let mut schemas = responses::schemas();
+    let mut bodies = Map::new();
+    for iface in &INTERFACES {
+        let loaded = validator
+            .schema_json(iface)
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "object"}));
+        let stem = paths::name(iface);
+        let converted = record::convert(&loaded, &stem);
+        for (name, def) in converted.definitions {
+            schemas.insert(name, def);
+        }
+        bodies.insert(stem.clone(), request_body(iface, &stem, &loaded));
+        schemas.insert(format!("{stem}Request"), envelope(&stem));
+        schemas.insert(format!("{stem}Record"), converted.record);
+        path_items.insert(
+            iface.path.into(),
+            json!({"post": paths::intake(iface, &loaded, None, &cx)}),
+        );
+        for alias in iface.aliases {
+            path_items.insert(
+                (*alias).into(),
+                json!({"post": paths::intake(iface, &loaded, Some(iface.path), &cx)}),
+            );
+        }
+        path_items.insert(
+            format!("/validate{}", iface.path),
+            json!({"post": paths::validate(iface, &loaded, &cx)}),
+        );
+    }
+    path_items.insert(
+        "/requests/{request_id}".into(),
+        json!({"get": paths::receipt(&cx)}),
+    );
+    schemas.insert("Receipt".into(), paths::receipt_schema());
+
+    let mut components = json!({
+        "schemas": schemas,
+        "requestBodies": bodies,
+        "responses": responses::responses(),
+        "headers": responses::headers(),
+        "parameters": parameters(accounting_types),
+    });
+    let mut doc = json!({
+        "openapi": "3.1.0",
+        "info": info(sandbox),
+        "tags": [
+            {"name": "Intake", "description": "The nine interfaces: validated, queued, delivered."},
+            {"name": "Dry run", "description": "The same requests, validated only: nothing is queued."},
+            {"name": "Receipts", "description": "What became of a request's records."}
+        ],
+        "paths": path_items,
+    });
+    if !sandbox {
+        components["securitySchemes"] = json!({"ApiKey": {
+            "type": "apiKey", "in": "header", "name": "x-api-key",
+            "description": "An API key configured in [[api_keys]] (D20), allowed the interface used."
+        }});
+        doc["security"] = json!([{"ApiKey": []}]);
+    }
+    doc["components"] = components;
+    doc
+}
+
+fn info(sandbox: bool) -> Value {
+    let mut description = String::from(
+        "ERP systems POST accounts-payable records here; each is validated against its \
+         interface's JSON Schema, queued durably and delivered to the AP platform. Bodies are \
+         UTF-8 JSON, optionally gzip-encoded (Content-Encoding: gzip). Every answer carries an \
+         x-request-id header.",
+    );
+    if sandbox {
+        description.push_str(
+            "\n\n**Sandbox** (D21): no API key is needed and nothing is delivered to a platform; \
+             records are kept by the built-in sandbox sink.",
+        );
+    }
+    json!({
+        "title": "ap-intake",
+        "version": env!("CARGO_PKG_VERSION"),
+        "description": description,
+        "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"}
+    })
+}
+
+/// The shared parameters: `accountingType` with the configured types as its enum.
+fn parameters(accounting_types: &[String]) -> Value {
+    let mut types = json!({"type": "string", "enum": accounting_types});
+    if let Some(first) = accounting_types.first() {
+        types["example"] = json!(first);
+    }
+    json!({
+        "AccountingType": {
+            "name": "accountingType", "in": "query", "required": true,
+            "description": "The accounting object type: one of the types configured in [accounting_objects] types.",
+            "schema": types
+        },
+        "RequestId": {
+            "name": "x-request-id", "in": "header", "required": false,
+            "description": "Your own request id, echoed in the answer (D4): 1-64 letters, digits and -_.: characters.",
+            "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"}
+        }
+    })
+}
+
+/// `{"objects":{"object":{"record":[<record>]}}}`.
+fn envelope(stem: &str) -> Value {
+    let record = json!({"$ref": format!("#/components/schemas/{stem}Record")});
+    let nest = |name: &str, inner: Value| json!({"type": "object", "required": [name], "properties": {name: inner}});
+    let records = json!({"type": "array", "minItems": 1, "items": record});
+    nest("objects", nest("object", nest("record", records)))
+}
+
+/// The request body of an interface, with the records of its schema's `examples`.
+fn request_body(iface: &Interface, stem: &str, loaded: &Value) -> Value {
+    let mut media = json!({"schema": {"$ref": format!("#/components/schemas/{stem}Request")}});
+    let records = record::examples(loaded);
+    if !records.is_empty() {
+        media["example"] = json!({"objects": {"object": {"record": records}}});
+    }
+    json!({
+        "required": true,
+        "description": format!("Records for {}: one or more, in the envelope.", iface.path),
+        "content": {"application/json": media}
+    })
+}
