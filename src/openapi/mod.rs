@@ -2,19 +2,21 @@
 //! schemas actually loaded, so an override of a schema file shows in it (D14).
 //!
 //! - `record.rs`: a record's draft-07 schema as an OpenAPI 3.1 (JSON Schema 2020-12) schema;
-//! - `responses.rs`: the answers of D1-D5, D26, D27 with their bodies and examples;
+//! - `bodies.rs`, `responses.rs`: the answers of D1-D5, D26, D27 and D38, with their body
+//!   schemas and examples;
 //! - `paths.rs`: the operations (interfaces, alias paths, dry runs, receipts).
 //!
 //! Each interface's request body is the envelope `{"objects":{"object":{"record":[...]}}}`
 //! around its record schema; its example holds the records of the schema's `examples`.
 
+mod bodies;
 mod paths;
 mod record;
 mod responses;
 
 use crate::interfaces::{INTERFACES, Interface};
 use crate::validate::Validator;
-use paths::Context;
+use paths::{At, Context};
 use serde_json::{Map, Value, json};
 
 /// The document served at `GET /openapi.json`: `accounting_types` are the values the
@@ -22,8 +24,8 @@ use serde_json::{Map, Value, json};
 pub fn document(validator: &Validator, accounting_types: &[String], sandbox: bool) -> Value {
     let cx = Context { sandbox };
     let mut path_items = Map::new();
-    let mut schemas = responses::schemas();
-    let mut bodies = Map::new();
+    let mut schemas = bodies::schemas();
+    let mut request_bodies = Map::new();
     for iface in &INTERFACES {
         let loaded = validator
             .schema_json(iface)
@@ -31,36 +33,31 @@ pub fn document(validator: &Validator, accounting_types: &[String], sandbox: boo
             .unwrap_or_else(|| json!({"type": "object"}));
         let stem = paths::name(iface);
         let converted = record::convert(&loaded, &stem);
-        for (name, def) in converted.definitions {
-            schemas.insert(name, def);
-        }
-        bodies.insert(stem.clone(), request_body(iface, &stem, &loaded));
         schemas.insert(format!("{stem}Request"), envelope(&stem));
         schemas.insert(format!("{stem}Record"), converted.record);
-        path_items.insert(
-            iface.path.into(),
-            json!({"post": paths::intake(iface, &loaded, None, &cx)}),
-        );
-        for alias in iface.aliases {
+        schemas.extend(converted.definitions);
+        request_bodies.insert(stem.clone(), request_body(iface, &stem, &loaded));
+        for path in std::iter::once(iface.path).chain(iface.aliases.iter().copied()) {
+            let at = At {
+                iface,
+                record: &loaded,
+                path,
+            };
+            path_items.insert(path.into(), json!({"post": paths::intake(&at, &cx)}));
             path_items.insert(
-                (*alias).into(),
-                json!({"post": paths::intake(iface, &loaded, Some(iface.path), &cx)}),
+                format!("/validate{path}"),
+                json!({"post": paths::validate(&at, &cx)}),
             );
         }
-        path_items.insert(
-            format!("/validate{}", iface.path),
-            json!({"post": paths::validate(iface, &loaded, &cx)}),
-        );
     }
     path_items.insert(
         "/requests/{request_id}".into(),
         json!({"get": paths::receipt(&cx)}),
     );
-    schemas.insert("Receipt".into(), paths::receipt_schema());
 
     let mut components = json!({
         "schemas": schemas,
-        "requestBodies": bodies,
+        "requestBodies": request_bodies,
         "responses": responses::responses(),
         "headers": responses::headers(),
         "parameters": parameters(accounting_types),
@@ -69,8 +66,10 @@ pub fn document(validator: &Validator, accounting_types: &[String], sandbox: boo
         "openapi": "3.1.0",
         "info": info(sandbox),
         "tags": [
-            {"name": "Intake", "description": "The nine interfaces: validated, queued, delivered."},
-            {"name": "Dry run", "description": "The same requests, validated only: nothing is queued."},
+            {"name": "Intake",
+             "description": "The nine interfaces: records validated, queued, delivered."},
+            {"name": "Dry run",
+             "description": "The same requests, validated only: nothing is queued."},
             {"name": "Receipts", "description": "What became of a request's records."}
         ],
         "paths": path_items,
@@ -78,7 +77,7 @@ pub fn document(validator: &Validator, accounting_types: &[String], sandbox: boo
     if !sandbox {
         components["securitySchemes"] = json!({"ApiKey": {
             "type": "apiKey", "in": "header", "name": "x-api-key",
-            "description": "An API key configured in [[api_keys]] (D20), allowed the interface used."
+            "description": "An API key of [[api_keys]] that may use the interface (D20)."
         }});
         doc["security"] = json!([{"ApiKey": []}]);
     }
@@ -116,12 +115,13 @@ fn parameters(accounting_types: &[String]) -> Value {
     json!({
         "AccountingType": {
             "name": "accountingType", "in": "query", "required": true,
-            "description": "The accounting object type: one of the types configured in [accounting_objects] types.",
+            "description": "The accounting object type: one of [accounting_objects] types.",
             "schema": types
         },
         "RequestId": {
             "name": "x-request-id", "in": "header", "required": false,
-            "description": "Your own request id, echoed in the answer (D4): 1-64 letters, digits and -_.: characters.",
+            "description": "Your own request id, echoed in the answer (D4): 1-64 letters, \
+                            digits and -_.: characters.",
             "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,64}$"}
         }
     })
@@ -130,7 +130,11 @@ fn parameters(accounting_types: &[String]) -> Value {
 /// `{"objects":{"object":{"record":[<record>]}}}`.
 fn envelope(stem: &str) -> Value {
     let record = json!({"$ref": format!("#/components/schemas/{stem}Record")});
-    let nest = |name: &str, inner: Value| json!({"type": "object", "required": [name], "properties": {name: inner}});
+    let nest = |name: &str, inner: Value| {
+        let mut properties = Map::new();
+        properties.insert(name.into(), inner);
+        json!({"type": "object", "required": [name], "properties": properties})
+    };
     let records = json!({"type": "array", "minItems": 1, "items": record});
     nest("objects", nest("object", nest("record", records)))
 }

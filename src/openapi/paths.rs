@@ -1,7 +1,7 @@
-//! The operations: the nine interfaces (and their alias paths), their dry runs under
-//! `/validate/`, and the receipts under `/requests/` (D38).
+//! The operations: the nine interfaces at their paths (alias paths included, D12), their dry
+//! runs under `/validate/`, and the receipts under `/requests/` (D38).
 
-use super::responses::{example, failure, reference, response};
+use super::responses::{ID, failure, partial_body, reference, response, result};
 use crate::http::reply::ApiError;
 use crate::interfaces::{Interface, Mode};
 use serde_json::{Map, Value, json};
@@ -12,159 +12,183 @@ pub struct Context {
     pub sandbox: bool,
 }
 
-/// The POST operation of an interface at one of its paths; `alias` names the main path when
-/// this is an alias (D12).
-pub fn intake(iface: &Interface, record: &Value, alias: Option<&str>, cx: &Context) -> Value {
-    let title = summary(iface, record);
-    let mut parts = vec![
-        record_description(record),
-        format!(
-            "Each record is validated against the interface's JSON Schema as loaded by this \
-             service (override files included, D14); valid records are queued under their key \
-             and delivered to the platform, a later record with the same key replacing a \
-             pending one (D15, D16). {}",
-            mode_text(iface.mode)
-        ),
-    ];
-    if iface.needs_accounting_type {
-        parts.push("The accountingType query parameter is required.".into());
-    }
-    if let Some(main) = alias {
-        parts.push(format!("An alias of `{main}`: the same interface."));
-    }
-    parts.retain(|p| !p.is_empty());
-    let description = parts.join("\n\n");
-    let id = match alias {
-        Some(_) => format!("{}-alias", iface.id),
-        None => iface.id.to_string(),
-    };
-    let mut op = json!({
-        "tags": ["Intake"],
-        "operationId": id,
-        "summary": title,
-        "description": description,
-        "parameters": parameters(iface),
-        "requestBody": {"$ref": format!("#/components/requestBodies/{}", name(iface))},
-        "responses": statuses(iface, "202", "Accepted", cx),
-    });
-    if alias.is_some() {
-        op["summary"] = json!(format!("{title} (alias path)"));
-    }
-    op
+/// One path of an interface: its own, or an alias of it.
+pub struct At<'a> {
+    /// The interface.
+    pub iface: &'a Interface,
+    /// Its record schema as loaded (for the title and description).
+    pub record: &'a Value,
+    /// The path.
+    pub path: &'a str,
 }
 
-/// `POST /validate/<path>`: the same request, nothing queued.
-pub fn validate(iface: &Interface, record: &Value, cx: &Context) -> Value {
-    let valid = super::responses::result(
+impl At<'_> {
+    fn is_alias(&self) -> bool {
+        self.path != self.iface.path
+    }
+
+    /// The operation id, unique in the document.
+    fn id(&self) -> String {
+        match self.iface.aliases.iter().position(|a| *a == self.path) {
+            Some(0) => format!("{}-alias", self.iface.id),
+            Some(n) => format!("{}-alias-{}", self.iface.id, n + 1),
+            None => self.iface.id.to_string(),
+        }
+    }
+
+    /// The record schema's title, without the "(POST <path>)" the console shows anyway.
+    fn title(&self) -> String {
+        let title = self.record.get("title").and_then(Value::as_str);
+        let title = title.unwrap_or(self.iface.id);
+        let title = title.find(" (POST ").map_or(title, |at| &title[..at]);
+        if self.is_alias() {
+            format!("{title} (alias path)")
+        } else {
+            title.to_string()
+        }
+    }
+}
+
+/// `POST <path>`: the interface.
+pub fn intake(at: &At<'_>, cx: &Context) -> Value {
+    let mut parts = vec![
+        at.record
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        format!(
+            "Each record is validated against the interface's JSON Schema as loaded by this \
+             service (override files included, D14). Valid records are queued under their key \
+             and delivered to the platform; a later record with the same key replaces a \
+             pending one (D15, D16). {}",
+            mode_text(at.iface.mode)
+        ),
+    ];
+    if at.iface.needs_accounting_type {
+        parts.push("The accountingType query parameter is required.".into());
+    }
+    if at.is_alias() {
+        parts.push(format!("An alias of `{}`.", at.iface.path));
+    }
+    parts.retain(|p| !p.is_empty());
+    json!({
+        "tags": ["Intake"],
+        "operationId": at.id(),
+        "summary": at.title(),
+        "description": parts.join("\n\n"),
+        "parameters": parameters(at.iface),
+        "requestBody": request_body(at.iface),
+        "responses": statuses(at.iface, cx),
+    })
+}
+
+/// `POST /validate<path>`: the same request, nothing queued.
+pub fn validate(at: &At<'_>, cx: &Context) -> Value {
+    let valid = result(
         "SUCCESS",
         [2, 2, 0],
         json!([]),
         "2 record(s) valid, none queued",
     );
-    let ok = response(
-        "Every record is valid; nothing was queued.",
-        "Result",
-        json!({"valid": example("All records valid", valid)}),
-        &[],
-    );
-    let mut responses = statuses(iface, "200", "Accepted", cx);
-    responses["200"] = ok;
+    let mut responses = statuses(at.iface, cx);
+    if let Some(m) = responses.as_object_mut() {
+        m.shift_remove("202");
+        m.insert(
+            "200".into(),
+            response(
+                "Every record is valid; nothing was queued.",
+                "Result",
+                &[("valid", "All records valid", valid)],
+                &[],
+            ),
+        );
+        m.sort_keys();
+    }
+    if at.iface.mode == Mode::PerRecord {
+        responses["207"] = response(
+            "Some records are valid. The body is the real path's, whose message counts the \
+             valid records as queued; nothing was queued.",
+            "Result",
+            &[("partial", "One record valid, one not", partial_body())],
+            &[],
+        );
+    }
     json!({
         "tags": ["Dry run"],
-        "operationId": format!("validate-{}", iface.id),
-        "summary": format!("Validate only: {}", summary(iface, record)),
+        "operationId": format!("validate-{}", at.id()),
+        "summary": format!("Validate only: {}", at.title()),
         "description": format!(
-            "A dry run of `POST {}`: the same query, headers, key, limits and validation, and \
-             the same answer, except that nothing is queued and an all-valid request gets 200 \
+            "A dry run of `POST {}`: the same query, headers, key, limits and checks, and the \
+             same answer, except that nothing is queued and an all-valid request gets 200 \
              (message `<n> record(s) valid, none queued`) instead of 202 (D38).",
-            iface.path
+            at.path
         ),
-        "parameters": parameters(iface),
-        "requestBody": {"$ref": format!("#/components/requestBodies/{}", name(iface))},
+        "parameters": parameters(at.iface),
+        "requestBody": request_body(at.iface),
         "responses": responses,
     })
 }
 
 /// `GET /requests/{request_id}`: the receipt of an earlier request.
 pub fn receipt(cx: &Context) -> Value {
+    let record = |index: u64, code: &str, state: &str, at: &str| {
+        let key = format!("gl-code:main/{code}");
+        json!({"index": index, "key": key, "state": state, "updated_at": at, "reason": null})
+    };
     let receipt = json!({
-        "request_id": "5f0c2a9e0000002a",
-        "received_at": "2024-09-30T08:15:02Z",
+        "request_id": ID,
+        "received_at": "2024-09-30T08:15:02.417Z",
         "interface": "/general-ledger-codes/v1",
         "records": [
-            {"index": 0, "key": "gl-code:main/4000", "state": "delivered",
-             "updated_at": "2024-09-30T08:15:04Z", "reason": null},
-            {"index": 1, "key": "gl-code:main/4010", "state": "pending",
-             "updated_at": "2024-09-30T08:15:02Z", "reason": null}
+            record(0, "4000", "delivered", "2024-09-30T08:15:04.120Z"),
+            record(1, "4010", "pending", "2024-09-30T08:15:02.417Z")
         ]
     });
-    let ok = json!({
-        "description": "The receipt: what became of each record the request had accepted.",
-        "headers": {"x-request-id": {"$ref": "#/components/headers/RequestId"}},
-        "content": {"application/json": {
-            "schema": {"$ref": "#/components/schemas/Receipt"},
-            "examples": {"receipt": example("Two records", receipt)}
-        }}
-    });
+    let mut m = Map::new();
+    let ok = response(
+        "The receipt: what became of each record the request had accepted.",
+        "Receipt",
+        &[("receipt", "Two records", receipt)],
+        &[],
+    );
+    m.insert("200".into(), ok);
+    if !cx.sandbox {
+        m.insert("401".into(), reference("Unauthorized"));
+    }
+    let unknown = ApiError::NoReceipt(format!("{}b", &ID[..ID.len() - 1]));
     let unknown = response(
         "No receipt: an unknown or expired request id, or a request another key sent.",
         "Failure",
-        json!({"unknown": example("Unknown request", failure(ApiError::NoReceipt("5f0c2a9e0000002b".into())))}),
+        &[("unknown", "Unknown request", failure(unknown))],
         &[],
     );
-    let wrong_method = response(
+    m.insert("404".into(), unknown);
+    let post = ApiError::MethodNotAllowed("POST".into(), "GET");
+    let wrong = response(
         "The path takes GET only.",
         "Failure",
-        json!({"post": example("POST on a receipt", failure(ApiError::MethodNotAllowed("POST".into(), "GET")))}),
+        &[("post", "POST on a receipt", failure(post))],
         &["Allow"],
     );
-    let mut responses = Map::new();
-    responses.insert("200".into(), ok);
-    responses.insert("404".into(), unknown);
-    responses.insert("405".into(), wrong_method);
+    m.insert("405".into(), wrong);
     if !cx.sandbox {
-        responses.insert("401".into(), reference("Unauthorized"));
-        responses.insert("429".into(), reference("RateLimited"));
+        m.insert("429".into(), reference("RateLimited"));
     }
-    responses.insert("500".into(), reference("Internal"));
+    m.insert("500".into(), reference("Internal"));
+    m.insert("503".into(), reference("Unavailable"));
     json!({
         "tags": ["Receipts"],
         "operationId": "request-receipt",
         "summary": "What became of the records of an earlier request",
-        "description": "With the key that sent the request (D38). Kept for [receipts] retention_days (default 7).",
+        "description": "With the key that sent the request (D38). Receipts are kept for \
+                        [receipts] retention_days (default 7).",
         "parameters": [{
             "name": "request_id", "in": "path", "required": true,
             "description": "The x-request-id of the request's answer.",
             "schema": {"type": "string"}
         }],
-        "responses": responses,
-    })
-}
-
-/// The receipt's body schema.
-pub fn receipt_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["request_id", "received_at", "interface", "records"],
-        "properties": {
-            "request_id": {"type": "string"},
-            "received_at": {"type": "string", "format": "date-time"},
-            "interface": {"type": "string", "description": "The interface the request was sent to."},
-            "records": {"type": "array", "items": {
-                "type": "object",
-                "required": ["index", "key", "state"],
-                "properties": {
-                    "index": {"type": "integer", "minimum": 0,
-                              "description": "Position of the record in the request (D1)."},
-                    "key": {"type": "string", "description": "The record's queue key (D15)."},
-                    "state": {"type": "string",
-                              "enum": ["pending", "delivered", "rejected", "quarantined", "superseded"],
-                              "description": "superseded: a later request replaced it before delivery; rejected: with the platform's reason."},
-                    "updated_at": {"type": "string", "format": "date-time"},
-                    "reason": {"type": ["string", "null"]}
-                }
-            }}
-        }
+        "responses": m,
     })
 }
 
@@ -183,14 +207,13 @@ pub fn name(iface: &Interface) -> String {
         .collect()
 }
 
-/// The responses of an interface operation; `ok` is the all-valid status.
-fn statuses(iface: &Interface, ok: &str, ok_response: &str, cx: &Context) -> Value {
-    let mut m = Map::new();
-    m.insert(ok.into(), reference(ok_response));
-    let mut codes = vec![("400", "Invalid")];
+/// The answers of an interface path, by status.
+fn statuses(iface: &Interface, cx: &Context) -> Value {
+    let mut codes = vec![("202", "Accepted")];
     if iface.mode == Mode::PerRecord {
-        codes.insert(0, ("207", "Partial"));
+        codes.push(("207", "Partial"));
     }
+    codes.push(("400", "Invalid"));
     if !cx.sandbox {
         codes.extend([("401", "Unauthorized"), ("403", "Forbidden")]);
     }
@@ -209,9 +232,10 @@ fn statuses(iface: &Interface, ok: &str, ok_response: &str, cx: &Context) -> Val
         ("501", "NotImplemented"),
         ("503", "Unavailable"),
     ]);
-    for (code, component) in codes {
-        m.insert(code.into(), reference(component));
-    }
+    let m: Map<String, Value> = codes
+        .into_iter()
+        .map(|(code, component)| (code.to_string(), reference(component)))
+        .collect();
     Value::Object(m)
 }
 
@@ -224,24 +248,8 @@ fn parameters(iface: &Interface) -> Value {
     Value::Array(p)
 }
 
-fn summary(iface: &Interface, record: &Value) -> String {
-    let title = record
-        .get("title")
-        .and_then(Value::as_str)
-        .unwrap_or(iface.id);
-    // The built-in titles end in "(POST <path>)", which the console shows anyway.
-    match title.find(" (POST ") {
-        Some(at) => title[..at].to_string(),
-        None => title.to_string(),
-    }
-}
-
-fn record_description(record: &Value) -> String {
-    record
-        .get("description")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
+fn request_body(iface: &Interface) -> Value {
+    json!({"$ref": format!("#/components/requestBodies/{}", name(iface))})
 }
 
 fn mode_text(mode: Mode) -> &'static str {

@@ -259,7 +259,10 @@ mod tests {
                 "like_code": {"$ref": "#/properties/code"},
                 "pair": {"type": "array", "items": [{"type": "string"}], "additionalItems": false},
                 "list": {"type": "array", "items": {"type": "string"}, "additionalItems": false},
-                "deep": {"definitions": {"x": {"type": "integer"}}, "$ref": "#/properties/deep/definitions/x"}
+                "deep": {
+                    "definitions": {"x": {"type": "integer"}},
+                    "$ref": "#/properties/deep/definitions/x"
+                }
             },
             "dependencies": {"code": ["other"], "pair": {"required": ["list"]}},
             "examples": [{"code": "4000"}]

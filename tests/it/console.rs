@@ -3,11 +3,12 @@
 //! spoken to with ureq: no browser crate) the way a developer uses it.
 
 use crate::common;
-use crate::openapi::{get, may_skip};
+use crate::openapi::{get, skip_without};
 use ap_intake::http::console::POLICY;
 use common::*;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -177,13 +178,13 @@ struct Browser {
 impl Browser {
     /// A new session, or `None` (skipped) when chromedriver or Chromium is not installed.
     fn start() -> Option<Self> {
-        if !(Path::new(CHROMEDRIVER).exists() && Path::new(CHROMIUM).exists())
-            && may_skip("chromedriver or chromium")
-        {
+        if !(Path::new(CHROMEDRIVER).exists() && Path::new(CHROMIUM).exists()) {
+            skip_without("chromedriver or chromium");
             return None;
         }
         let driver = Command::new(CHROMEDRIVER)
             .arg("--port=0")
+            .process_group(0)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -361,7 +362,12 @@ impl Browser {
 impl Drop for Browser {
     fn drop(&mut self) {
         let _ = self.call("DELETE", "", None);
-        let _ = self.driver.kill();
+        // Chromium runs in chromedriver's process group: whatever the session left of it goes
+        // with chromedriver, even when the browser was too busy to quit.
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill")
+            .args(["-s", "KILL", "--", &group])
+            .status();
         let _ = self.driver.wait();
     }
 }

@@ -13,17 +13,21 @@ use std::time::Duration;
 /// is missing.
 pub const REQUIRE_TOOLS: &str = "AP_INTAKE_REQUIRE_TOOLS";
 
-/// Whether a missing tool may skip a test: `false` fails it instead (CI).
-pub fn may_skip(tool: &str) -> bool {
+/// Reports a test skipped for want of `tool`, or fails it when [`REQUIRE_TOOLS`] is 1.
+pub fn skip_without(tool: &str) {
     if std::env::var(REQUIRE_TOOLS).is_ok_and(|v| v == "1") {
         panic!("{tool} is missing and {REQUIRE_TOOLS}=1");
     }
     eprintln!("SKIPPED: {tool} is missing (set {REQUIRE_TOOLS}=1 to fail instead)");
-    true
 }
 
-/// A GET without a key.
+/// A GET without a key; redirects are not followed.
 pub fn get(app: &TestApp, path: &str) -> Reply {
+    get_as(app, path, None)
+}
+
+/// A GET with `key`, if any.
+fn get_as(app: &TestApp, path: &str, key: Option<&str>) -> Reply {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
@@ -31,7 +35,11 @@ pub fn get(app: &TestApp, path: &str) -> Reply {
         .timeout_global(Some(Duration::from_secs(30)))
         .build()
         .into();
-    reply_of(&mut agent.get(&app.url(path)).call().unwrap())
+    let mut req = agent.get(&app.url(path));
+    if let Some(key) = key {
+        req = req.header("x-api-key", key);
+    }
+    reply_of(&mut req.call().unwrap())
 }
 
 /// The document the service serves.
@@ -62,8 +70,8 @@ fn assert_valid_openapi(doc: &Value) {
     let probe = std::process::Command::new("python3")
         .args(["-c", "import openapi_spec_validator"])
         .output();
-    if !probe.is_ok_and(|o| o.status.success()) && may_skip("openapi-spec-validator (python3)") {
-        return;
+    if !probe.is_ok_and(|o| o.status.success()) {
+        return skip_without("openapi-spec-validator (python3)");
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("openapi.json");
@@ -140,21 +148,45 @@ fn every_interface_path_has_an_example_the_service_accepts() {
         assert!(!records.is_empty(), "{path}");
         // The example is the schema's own (schemas/<name>.json "examples").
         assert_eq!(records[0], schema(iface)["examples"][0], "{path}");
-        let r = app.post(&format!("{path}{query}"), &example.to_string());
-        assert_eq!(r.status, 202, "{path}{query}: {}", r.text);
-        assert_eq!(r.counts(), (records.len() as u64, records.len() as u64, 0));
-    }
-    for iface in &ap_intake::interfaces::INTERFACES {
-        let validate = format!("/validate{}", iface.path);
-        assert!(doc["paths"][&validate]["post"].is_object(), "{validate}");
-        assert!(
-            doc["paths"][&validate]["post"]["responses"]["200"].is_object(),
-            "{validate}"
+        let n = records.len() as u64;
+        let body = example.to_string();
+
+        // Its dry run: the same example, the same request, 200 and nothing queued.
+        let validate = format!("/validate{path}");
+        assert_eq!(
+            example_request(&doc, &validate),
+            (example.clone(), query.clone())
         );
+        let r = app.post(&format!("{validate}{query}"), &body);
+        assert_eq!(r.status, 200, "{validate}{query}: {}", r.text);
+        assert_eq!(r.counts(), (n, n, 0));
+        assert_documented(&doc, &validate, "post", &r);
+
+        let r = app.post(&format!("{path}{query}"), &body);
+        assert_eq!(r.status, 202, "{path}{query}: {}", r.text);
+        assert_eq!(r.counts(), (n, n, 0));
+        assert_documented(&doc, path, "post", &r);
+
+        // Its receipt, as documented, field by field.
+        let id = r.header("x-request-id").unwrap();
+        let r = get_as(&app, &format!("/requests/{id}"), Some(KEY));
+        assert_eq!(r.status, 200, "{}", r.text);
+        assert_documented(&doc, "/requests/{request_id}", "get", &r);
+        let documented = &doc["components"]["schemas"]["Receipt"];
+        let record_fields = &documented["properties"]["records"]["items"]["required"];
+        let fields: BTreeSet<String> = record_fields
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap().to_string())
+            .collect();
+        let receipt = r.json();
+        let shown = receipt["records"].as_array().unwrap();
+        assert_eq!(shown.len() as u64, n, "{receipt}");
+        for record in shown {
+            assert_eq!(keys(record), fields, "{record}");
+        }
     }
-    let receipt = &doc["paths"]["/requests/{request_id}"]["get"];
-    assert!(receipt["responses"]["200"].is_object(), "{receipt}");
-    assert!(receipt["responses"]["404"].is_object(), "{receipt}");
 }
 
 /// The answers of D1-D5, D26, D27 on an interface path.
@@ -167,10 +199,21 @@ const CODES: [&str; 14] = [
 fn every_answer_is_described_with_its_body_schema_and_an_example() {
     let app = TestApp::start();
     let doc = document(&app);
-    for (path, iface) in interface_paths() {
-        let responses = doc["paths"][path]["post"]["responses"].as_object().unwrap();
+    let operations = interface_paths().into_iter().flat_map(|(path, iface)| {
+        // The dry run answers 200 where the interface answers 202 (D38).
+        [
+            (path.to_string(), iface, "202"),
+            (format!("/validate{path}"), iface, "200"),
+        ]
+    });
+    for (path, iface, ok) in operations {
+        let responses = doc["paths"][&path]["post"]["responses"]
+            .as_object()
+            .unwrap();
         let codes: BTreeSet<&str> = responses.keys().map(String::as_str).collect();
         let mut expected: BTreeSet<&str> = CODES.into_iter().collect();
+        expected.remove("202");
+        expected.insert(ok);
         if iface.mode == ap_intake::interfaces::Mode::AllOrNothing {
             // Payment confirmations are all-or-nothing (D3): never 207.
             expected.remove("207");
@@ -212,11 +255,11 @@ fn keys(body: &Value) -> BTreeSet<String> {
     body.as_object().unwrap().keys().cloned().collect()
 }
 
-/// Asserts that `reply` has the documented status for `path` and a body shaped like one of
-/// its documented examples (the same fields).
-fn assert_documented(doc: &Value, path: &str, reply: &Reply) {
+/// Asserts that `reply` has a documented status for `method` on `path`, and a body with the
+/// fields of one of that status's examples.
+fn assert_documented(doc: &Value, path: &str, method: &str, reply: &Reply) {
     let code = reply.status.to_string();
-    let response = &doc["paths"][path]["post"]["responses"][&code];
+    let response = &doc["paths"][path][method]["responses"][&code];
     assert!(response.is_object(), "{path}: {code} is not documented");
     let examples = resolve(doc, response)["content"]["application/json"]["examples"]
         .as_object()
@@ -234,53 +277,60 @@ fn assert_documented(doc: &Value, path: &str, reply: &Reply) {
 fn the_documented_bodies_are_the_real_ones() {
     let app = TestApp::start();
     let doc = document(&app);
-    let path = "/general-ledger-codes/v1";
-    let (example, _) = example_request(&doc, path);
-    let json_headers = [("x-api-key", KEY), ("Content-Type", "application/json")];
-    let body = example.to_string();
-    assert_documented(&doc, path, &app.post_with(path, &body, &json_headers));
-    let partial = envelope(&[gl("4001"), json!({"type": "VAT"})]).to_string();
-    assert_documented(&doc, path, &app.post(path, &partial));
+    let gl = "/general-ledger-codes/v1";
+    let dry = "/validate/general-ledger-codes/v1";
+    let receipt = "/requests/{request_id}";
+    let body = example_request(&doc, gl).0.to_string();
+    let json = ("Content-Type", "application/json");
+    let partial = envelope(&[common::gl("4001"), json!({"type": "VAT"})]).to_string();
     let invalid = envelope(&[json!({"type": "VAT"})]).to_string();
-    assert_documented(&doc, path, &app.post(path, &invalid));
-    assert_documented(&doc, path, &app.post(path, "{\"record\": []}"));
-    assert_documented(
-        &doc,
-        path,
-        &app.post_with(path, &body, &[("Content-Type", "application/json")]),
+    let too_long = format!(
+        "POST {gl} HTTP/1.1\r\nHost: x\r\nx-api-key: {KEY}\r\nContent-Type: \
+         application/json\r\nContent-Length: 40000000\r\nConnection: close\r\n\r\n"
     );
-    assert_documented(
-        &doc,
+    let no_key = |path: &str| app.post_with(path, &body, &[json]);
+    let forbidden = app.post_with(
         "/vendor-data/v1",
-        &app.post_with(
-            "/vendor-data/v1",
-            &body,
-            &[
-                ("x-api-key", GL_ONLY_KEY),
-                ("Content-Type", "application/json"),
-            ],
+        &body,
+        &[("x-api-key", GL_ONLY_KEY), json],
+    );
+    let cases: [(&str, &str, u16, Reply); 16] = [
+        (gl, "post", 202, app.post(gl, &body)),
+        (gl, "post", 207, app.post(gl, &partial)),
+        (gl, "post", 400, app.post(gl, &invalid)),
+        (gl, "post", 400, app.post(gl, "{\"record\": []}")),
+        (gl, "post", 401, no_key(gl)),
+        ("/vendor-data/v1", "post", 403, forbidden),
+        (gl, "post", 404, app.post(&format!("{gl}/"), &body)),
+        (gl, "post", 405, get(&app, gl)),
+        (gl, "post", 413, app.raw(too_long.as_bytes())),
+        (
+            gl,
+            "post",
+            415,
+            app.post_with(gl, &body, &[("x-api-key", KEY)]),
         ),
-    );
-    let r = app.post_with(&format!("{path}/"), &body, &json_headers);
-    assert_eq!(r.status, 404);
-    assert_documented(&doc, path, &r);
-    let r = get(&app, path);
-    assert_eq!(r.status, 405);
-    assert_documented(&doc, path, &r);
-    assert_documented(
-        &doc,
-        path,
-        &app.post_with(path, &body, &[("x-api-key", KEY)]),
-    );
-    let r = app.raw(
-        format!(
-            "POST {path} HTTP/1.1\r\nHost: x\r\nx-api-key: {KEY}\r\nContent-Type: \
-             application/json\r\nContent-Length: 40000000\r\nConnection: close\r\n\r\n"
-        )
-        .as_bytes(),
-    );
-    assert_eq!(r.status, 413, "{}", r.text);
-    assert_documented(&doc, path, &r);
+        (dry, "post", 200, app.post(dry, &body)),
+        (dry, "post", 207, app.post(dry, &partial)),
+        (dry, "post", 400, app.post(dry, &invalid)),
+        (
+            receipt,
+            "get",
+            404,
+            get_as(&app, "/requests/5f0c2a9e00000fff", Some(KEY)),
+        ),
+        (receipt, "get", 401, get(&app, "/requests/5f0c2a9e00000fff")),
+        (
+            receipt,
+            "get",
+            405,
+            app.post("/requests/5f0c2a9e00000fff", ""),
+        ),
+    ];
+    for (path, method, status, reply) in &cases {
+        assert_eq!(reply.status, *status, "{method} {path}: {}", reply.text);
+        assert_documented(&doc, path, method, reply);
+    }
 }
 
 #[test]
