@@ -26,6 +26,8 @@ pub struct Load {
     pub per_request: usize,
     pub concurrency: usize,
     pub duration: Duration,
+    /// Keep receipts (D38), as the service does by default.
+    pub receipts: bool,
 }
 
 fn path(iface: &Interface) -> String {
@@ -130,7 +132,7 @@ pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
         .iface
         .needs_accounting_type
         .then(|| "PROJECT".to_string());
-    let (iface, per) = (load.iface, load.per_request);
+    let (iface, per, receipts) = (load.iface, load.per_request, load.receipts);
     let run = drive(load, move |c, seq| {
         let (intake, records, at) = (
             Arc::clone(&intake),
@@ -149,7 +151,7 @@ pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
                 received_at_ms: ap_intake::queue::now_ms(),
                 nonce: seq,
             });
-            let take = Take::Queue(Some(receipt));
+            let take = Take::Queue(receipts.then_some(receipt));
             matches!(intake.submit(iface, at, body, &mut charge, deadline, take).await, Ok(o) if o.succeeded == per)
         }
     })

@@ -65,6 +65,9 @@ enum What {
         /// Only the in-process limit (for profiling).
         #[arg(long, conflicts_with = "service_only")]
         limit_only: bool,
+        /// Keep no receipts (`[receipts] retention_days = 0`), to see what they cost (D38).
+        #[arg(long)]
+        no_receipts: bool,
     },
     /// Drain pending records to a local receiver.
     Delivery {
@@ -124,6 +127,7 @@ fn main() {
             duration,
             service_only,
             limit_only,
+            no_receipts,
         } => {
             let iface =
                 by_path(&interface).unwrap_or_else(|| panic!("{interface} is not an interface"));
@@ -132,15 +136,23 @@ fn main() {
                 per_request: records,
                 concurrency,
                 duration: Duration::from_secs(duration),
+                receipts: !no_receipts,
             };
             println!(
-                "intake: {} records/request, {concurrency} clients, {duration} s, {}",
-                records, iface.path
+                "intake: {} records/request, {concurrency} clients, {duration} s, {}{}",
+                records,
+                iface.path,
+                if no_receipts { ", no receipts" } else { "" }
             );
             let mut served = None;
             let mut failures = 0;
             if !limit_only {
                 let config = service::write_config(dir.path(), &dir.path().join("service"), None);
+                if no_receipts {
+                    let text = std::fs::read_to_string(&config).expect("read config");
+                    std::fs::write(&config, text + "[receipts]\nretention_days = 0\n")
+                        .expect("write config");
+                }
                 let svc = service::Service::start(&config);
                 let mut run = runtime.block_on(intake::against_service(svc.addr, &load));
                 let rss = svc.rss_mib();
