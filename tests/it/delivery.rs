@@ -299,24 +299,15 @@ fn a_refused_batch_is_split_and_only_the_culprit_parked() {
 #[test]
 fn a_record_replaced_during_its_delivery_is_delivered_again() {
     let platform = Receiver::start();
-    let release = Arc::new(AtomicBool::new(false));
-    let arrived = Arc::new(AtomicUsize::new(0));
-    let (r, a) = (Arc::clone(&release), Arc::clone(&arrived));
-    platform.answer(move |_| {
-        a.fetch_add(1, Ordering::Relaxed);
-        while !r.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        ok()
-    });
+    let held = platform.hold();
     let app = TestApp::delivering_to(&platform.url(), FAST);
     assert_eq!(app.post_records(GL, &[gl("V", "version 1")]).status, 202);
     assert!(
-        wait_until(|| arrived.load(Ordering::Relaxed) == 1),
+        wait_until(|| held.arrived() == 1),
         "version 1 is on the wire"
     );
     assert_eq!(app.post_records(GL, &[gl("V", "version 2")]).status, 202);
-    release.store(true, Ordering::Relaxed);
+    held.release();
     assert!(wait_until(|| queue_empty(&app)));
     let versions: Vec<String> = platform
         .delivered()

@@ -352,13 +352,7 @@ fn a_schema_override_shows_in_the_document() {
         gl.to_string(),
     )
     .unwrap();
-    let app = TestApp::start_with(
-        "",
-        &format!(
-            "[validation]\nschema_dir = \"{}\"\n",
-            schemas.path().display()
-        ),
-    );
+    let app = TestApp::with_schemas(schemas.path());
     let doc = document(&app);
     let record = &doc["components"]["schemas"]["GeneralLedgerCodesV1Record"];
     assert_eq!(

@@ -323,25 +323,14 @@ fn d38_records_the_platform_took_are_delivered() {
 #[test]
 fn d38_a_version_replaced_while_on_its_way_is_delivered() {
     let platform = Receiver::start();
-    let release = Arc::new(AtomicBool::new(false));
-    let arrived = Arc::new(AtomicUsize::new(0));
-    let (r, a) = (Arc::clone(&release), Arc::clone(&arrived));
-    platform.answer(move |_| {
-        a.fetch_add(1, Ordering::Relaxed);
-        while !r.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        ok()
-    });
+    let held = platform.hold();
     let app = TestApp::delivering_to(&platform.url(), FAST);
     let first = accepted(&app, &[gl("V")]);
-    eventually("version 1 is on the wire", WAIT, || {
-        arrived.load(Ordering::Relaxed) == 1
-    });
+    eventually("version 1 is on the wire", WAIT, || held.arrived() == 1);
     let second = accepted(&app, &[gl("V")]);
-    release.store(true, Ordering::Relaxed);
+    held.release();
     eventually("both versions delivered", WAIT, || {
-        nothing_pending(&app) && arrived.load(Ordering::Relaxed) >= 2
+        nothing_pending(&app) && held.arrived() >= 2
     });
     assert_eq!(
         states(&receipt(&app, &first)),

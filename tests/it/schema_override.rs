@@ -18,13 +18,7 @@ fn an_override_schema_takes_effect() {
         gl.to_string(),
     )
     .unwrap();
-    let app = TestApp::start_with(
-        "",
-        &format!(
-            "[validation]\nschema_dir = \"{}\"\n",
-            schemas.path().display()
-        ),
-    );
+    let app = TestApp::with_schemas(schemas.path());
 
     let mut rec = fixture("general-ledger-codes", "minimal");
     let r = app.post_records("/general-ledger-codes/v1", &[rec.clone()]);

@@ -143,6 +143,14 @@ impl TestApp {
         Self::start_config(dir, config)
     }
 
+    /// Starts with the schema overrides in `dir` (`[validation] schema_dir`, D14).
+    pub fn with_schemas(dir: &Path) -> Self {
+        Self::start_with(
+            "",
+            &format!("[validation]\nschema_dir = \"{}\"\n", dir.display()),
+        )
+    }
+
     /// Starts delivering to `platform_url`, with `extra_tables` in the config.
     pub fn delivering_to(platform_url: &str, extra_tables: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();

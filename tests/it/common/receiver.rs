@@ -78,6 +78,20 @@ impl Receiver {
         *self.handler.lock().unwrap() = Arc::new(f);
     }
 
+    /// Holds every request until [`Held::release`], then answers 200; counts arrivals.
+    pub fn hold(&self) -> Held {
+        let held = Held::default();
+        let (release, arrived) = (Arc::clone(&held.release), Arc::clone(&held.arrived));
+        self.answer(move |_| {
+            arrived.fetch_add(1, Ordering::Relaxed);
+            while !release.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            ok()
+        });
+        held
+    }
+
     /// Requests so far, with the status each got.
     pub fn received(&self) -> Vec<(Received, u16)> {
         self.log.lock().unwrap().clone()
@@ -102,6 +116,25 @@ impl Receiver {
             std::thread::sleep(Duration::from_millis(20));
         }
         done(&self.received())
+    }
+}
+
+/// A platform that holds its answers ([`Receiver::hold`]).
+#[derive(Default)]
+pub struct Held {
+    release: Arc<std::sync::atomic::AtomicBool>,
+    arrived: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Held {
+    /// Requests that have arrived, answered or not.
+    pub fn arrived(&self) -> usize {
+        self.arrived.load(Ordering::Relaxed)
+    }
+
+    /// Lets every held request, and every later one, be answered.
+    pub fn release(&self) {
+        self.release.store(true, Ordering::Relaxed);
     }
 }
 
