@@ -74,6 +74,20 @@ impl fmt::Debug for Platform {
 
 use super::KeyError;
 
+/// A secret given in the file itself or in a file of its own (`keys`: the two keys), never both.
+fn inline_or_file(
+    inline: Option<String>,
+    file: Option<&Path>,
+    (key, file_key): (&'static str, &'static str),
+) -> Result<Option<String>, KeyError> {
+    match (inline, file) {
+        (Some(_), Some(_)) => Err((file_key, format!("set {key} or {file_key}, not both"))),
+        (Some(value), None) => Ok(Some(value)),
+        (None, Some(path)) => read_secret(path, file_key).map(Some),
+        (None, None) => Ok(None),
+    }
+}
+
 fn read_secret(path: &Path, key: &'static str) -> Result<String, KeyError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| (key, format!("cannot read {}: {e}", path.display())))?;
@@ -99,28 +113,16 @@ impl RawPlatform {
                 ),
             ));
         }
-        let token = match (self.bearer_token, &self.bearer_token_file) {
-            (Some(_), Some(_)) => {
-                return Err((
-                    "bearer_token_file",
-                    "set bearer_token or bearer_token_file, not both".into(),
-                ));
-            }
-            (Some(t), None) => Some(t),
-            (None, Some(p)) => Some(read_secret(p, "bearer_token_file")?),
-            (None, None) => None,
-        };
-        let password = match (self.password, &self.password_file) {
-            (Some(_), Some(_)) => {
-                return Err((
-                    "password_file",
-                    "set password or password_file, not both".into(),
-                ));
-            }
-            (Some(p), None) => Some(p),
-            (None, Some(p)) => Some(read_secret(p, "password_file")?),
-            (None, None) => None,
-        };
+        let token = inline_or_file(
+            self.bearer_token,
+            self.bearer_token_file.as_deref(),
+            ("bearer_token", "bearer_token_file"),
+        )?;
+        let password = inline_or_file(
+            self.password,
+            self.password_file.as_deref(),
+            ("password", "password_file"),
+        )?;
         let auth = match (token, self.username, password) {
             (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
                 return Err((

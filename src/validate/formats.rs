@@ -95,13 +95,16 @@ fn calendar_date(v: &Value) -> Check {
     Ok(())
 }
 
+/// The text of a string that is not empty; `None` for an optional string left empty (D8) and
+/// for anything else (its type is the schema's business).
+fn filled(v: &Value) -> Option<&str> {
+    v.as_str().filter(|s| !s.is_empty())
+}
+
 /// An IBAN with a valid mod-97 checksum (D13), in electronic or print format. Empty is an
 /// optional string left empty (D8); the bank account then needs an account number.
 fn iban(v: &Value) -> Check {
-    let Value::String(s) = v else { return Ok(()) };
-    if s.is_empty() {
-        return Ok(());
-    }
+    let Some(s) = filled(v) else { return Ok(()) };
     if s.parse::<iban::Iban>().is_err() {
         return Err(format!("string {} is not a valid IBAN", render_str(s)).into());
     }
@@ -111,10 +114,7 @@ fn iban(v: &Value) -> Check {
 /// A BIC: 4 letters (bank), 2 letters (country), 2 letters or digits (location), optionally 3
 /// letters or digits (branch) (D13). Empty is an optional string left empty (D8).
 fn bic(v: &Value) -> Check {
-    let Value::String(s) = v else { return Ok(()) };
-    if s.is_empty() {
-        return Ok(());
-    }
+    let Some(s) = filled(v) else { return Ok(()) };
     let b = s.as_bytes();
     let alnum = |r: &[u8]| {
         r.iter()
