@@ -146,16 +146,19 @@ impl Running {
     }
 }
 
-fn open_store(config: &Config) -> Result<Arc<dyn Store>, StartError> {
+/// Opens (and checks) the queue off the async workers: a database client may block.
+async fn open_store(config: &Config) -> Result<Arc<dyn Store>, StartError> {
     std::fs::create_dir_all(&config.data_dir).map_err(|source| StartError::DataDir {
         path: config.data_dir.clone(),
         source,
     })?;
-    let store = queue::open(&config.storage, &config.data_dir, Mode::Serve).map_err(|source| {
-        StartError::Queue {
-            path: config.data_dir.clone(),
-            source,
-        }
+    let (storage, dir) = (config.storage.clone(), config.data_dir.clone());
+    let opened = tokio::task::spawn_blocking(move || queue::open(&storage, &dir, Mode::Serve))
+        .await
+        .unwrap_or_else(|e| Err(queue::StoreError::Unavailable(e.to_string())));
+    let store = opened.map_err(|source| StartError::Queue {
+        path: config.data_dir.clone(),
+        source,
     })?;
     tracing::info!(store = %store.describe(), "queue open and checked");
     Ok(store)
@@ -189,7 +192,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         config.sandbox,
         config.api_keys.clone(),
     )));
-    let store = open_store(config)?;
+    let store = open_store(config).await?;
     let writer = Writer::start(Arc::clone(&store)).map_err(StartError::Thread)?;
     let metrics = Arc::new(Metrics::default());
     let (worker, waker) = start_delivery(config, &store, &metrics)?;

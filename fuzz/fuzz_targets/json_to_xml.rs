@@ -48,7 +48,10 @@ fuzz_target!(|data: &[u8]| {
     };
     let iface = &INTERFACES[usize::from(pick) % INTERFACES.len()];
     let accounting_type = iface.needs_accounting_type.then_some("PROJECT");
-    let (outcome, accepted) = match intake().check_records(iface, accounting_type, body) {
+    let (outcome, accepted) = match intake()
+        .checker()
+        .check_records(iface, accounting_type, body, None)
+    {
         Ok(checked) => checked,
         Err(IntakeError::Structure(_) | IntakeError::TooManyRecords { .. }) => return,
         Err(e) => panic!("check_records failed: {e}"),

@@ -3,6 +3,7 @@
 //! runs as a sandbox (D21).
 
 mod api_keys;
+mod database;
 mod network;
 mod platform;
 mod server;
@@ -12,7 +13,8 @@ pub use api_keys::{Access, ApiKey, RateLimit};
 /// A problem with one key of a section, found by the section's check: (the key below the
 /// section, the message). `RawConfig::check` prefixes the section and the file.
 type KeyError = (&'static str, String);
-pub use network::{Network, OAuth2};
+pub use database::{DEFAULT_LEASE_SECS, Postgres, redacted as redacted_url};
+pub use network::{Network, OAuth2, system_ca_bundle};
 pub use platform::{
     Delivery, Platform, PlatformAuth, Policy as BackoffPolicy, Settings as DeliverySettings,
 };
@@ -112,13 +114,16 @@ struct RawStorage {
     data_dir: Option<PathBuf>,
     backend: Option<String>,
     min_free_bytes: Option<u64>,
+    postgres: Option<database::RawPostgres>,
 }
 
 /// Which store keeps the queue (`[storage] backend`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Backend {
     /// The embedded SQLite file in the data directory (D28).
     Sqlite,
+    /// A PostgreSQL database, possibly shared by several nodes (D39).
+    Postgres(database::Postgres),
 }
 
 /// `[storage]`: the queue's store and its free-space rule.
@@ -141,12 +146,25 @@ impl Default for Storage {
 
 impl RawStorage {
     fn check(&self) -> Result<Storage, (&'static str, String)> {
-        let backend = match self.backend.as_deref() {
-            None | Some("sqlite") => Backend::Sqlite,
-            Some(other) => {
+        let backend = match (self.backend.as_deref(), &self.postgres) {
+            (None | Some("sqlite"), None) => Backend::Sqlite,
+            (None | Some("sqlite"), Some(_)) => {
+                return Err((
+                    "postgres",
+                    "[storage.postgres] is set but backend is not \"postgres\"".into(),
+                ));
+            }
+            (Some("postgres"), Some(pg)) => Backend::Postgres(pg.check()?),
+            (Some("postgres"), None) => {
+                return Err((
+                    "postgres.url",
+                    "required with backend = \"postgres\" (D39)".into(),
+                ));
+            }
+            (Some(other), _) => {
                 return Err((
                     "backend",
-                    format!("{other:?} is not a store this version has (\"sqlite\")"),
+                    format!("{other:?} is not a store this version has (\"sqlite\", \"postgres\")"),
                 ));
             }
         };

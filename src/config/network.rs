@@ -171,3 +171,20 @@ pub(super) fn check(
         oauth2,
     })
 }
+
+/// Where Linux distributions keep the system's CA bundle; `SSL_CERT_FILE` overrides.
+const SYSTEM_BUNDLES: [&str; 3] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+];
+
+/// The system's trusted CAs (PEM): `SSL_CERT_FILE`, else the distribution's bundle. Used for
+/// the platform (D33) and the queue database (D39).
+pub fn system_ca_bundle() -> Option<Vec<u8>> {
+    let env = std::env::var("SSL_CERT_FILE").ok();
+    env.iter()
+        .map(String::as_str)
+        .chain(SYSTEM_BUNDLES)
+        .find_map(|path| std::fs::read(path).ok().filter(|pem| !pem.is_empty()))
+}

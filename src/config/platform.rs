@@ -88,7 +88,7 @@ fn inline_or_file(
     }
 }
 
-fn read_secret(path: &Path, key: &'static str) -> Result<String, KeyError> {
+pub(super) fn read_secret(path: &Path, key: &'static str) -> Result<String, KeyError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| (key, format!("cannot read {}: {e}", path.display())))?;
     let secret = text.trim_end_matches(['\n', '\r']).to_string();

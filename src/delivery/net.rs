@@ -8,13 +8,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use ureq::tls::{Certificate, ClientCert, PemItem, RootCerts, TlsConfig};
 
-/// Where Linux distributions keep the system's CA bundle; `SSL_CERT_FILE` overrides.
-const SYSTEM_BUNDLES: [&str; 3] = [
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/ca-bundle.pem",
-];
-
 fn certificates(pem: &[u8]) -> Vec<Certificate<'static>> {
     ureq::tls::parse_pem(pem)
         .filter_map(|item| match item {
@@ -24,22 +17,16 @@ fn certificates(pem: &[u8]) -> Vec<Certificate<'static>> {
         .collect()
 }
 
-/// The system's trusted CAs, and where they came from.
-fn system_roots() -> Option<(String, Vec<Certificate<'static>>)> {
-    let env = std::env::var("SSL_CERT_FILE").ok();
-    env.iter()
-        .map(String::as_str)
-        .chain(SYSTEM_BUNDLES)
-        .find_map(|path| {
-            let certs = certificates(&std::fs::read(path).ok()?);
-            (!certs.is_empty()).then(|| (path.to_string(), certs))
-        })
+/// The system's trusted CAs.
+fn system_roots() -> Option<Vec<Certificate<'static>>> {
+    let certs = certificates(&crate::config::system_ca_bundle()?);
+    (!certs.is_empty()).then_some(certs)
 }
 
 /// The TLS settings: system roots plus `ca_file` (or the built-in Mozilla list when the
 /// system has no bundle and no `ca_file` is given), and the client certificate.
 fn tls(network: &Network) -> Result<TlsConfig, String> {
-    let mut roots = system_roots().map(|(_, c)| c).unwrap_or_default();
+    let mut roots = system_roots().unwrap_or_default();
     if let Some(pem) = &network.ca_pem {
         roots.extend(certificates(pem));
     }

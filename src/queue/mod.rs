@@ -9,12 +9,14 @@
 
 mod batch;
 pub mod key;
+pub mod pg;
 pub mod receipt;
 pub mod space;
 pub mod sqlite;
 pub mod writer;
 
 pub use key::QueueKey;
+pub use pg::PostgresStore;
 pub use sqlite::{Mode, SqliteStore};
 pub use writer::Writer;
 
@@ -278,11 +280,15 @@ pub fn open(
     data_dir: &std::path::Path,
     mode: Mode,
 ) -> Result<std::sync::Arc<dyn Store>, StoreError> {
-    match storage.backend {
+    match &storage.backend {
         crate::config::Backend::Sqlite => Ok(std::sync::Arc::new(SqliteStore::open(
             data_dir,
             mode,
             storage.min_free_bytes,
+        )?)),
+        crate::config::Backend::Postgres(pg) => Ok(std::sync::Arc::new(PostgresStore::open(
+            pg,
+            mode == Mode::Serve,
         )?)),
     }
 }

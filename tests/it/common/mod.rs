@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod pg;
 pub mod process;
 pub mod receiver;
 pub mod setup;

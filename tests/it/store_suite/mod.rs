@@ -1,7 +1,9 @@
-//! The suite every queue storage backend must pass. It runs against [`SqliteStore`]; a new
-//! backend adds one line to `backends()`.
+//! The suite every queue storage backend must pass: [`SqliteStore`] and, with
+//! `AP_INTAKE_TEST_PG`, [`PostgresStore`] (D28, D39).
 
-use ap_intake::queue::{Backoff, Item, Mode, NewRecord, QueueKey, Sent, SqliteStore, Store};
+use ap_intake::queue::{
+    Backoff, Item, Mode, NewRecord, PostgresStore, QueueKey, Sent, SqliteStore, Store,
+};
 use std::path::Path;
 
 mod batches;
@@ -12,25 +14,30 @@ mod reopen;
 mod stats;
 mod upsert;
 
-type Open = fn(&Path) -> Box<dyn Store>;
+type Open<'a> = &'a dyn Fn(&Path) -> Box<dyn Store>;
 
-fn backends() -> Vec<(&'static str, Open)> {
-    vec![("sqlite", |dir| {
+/// Runs `test` once per backend, each time with a fresh, empty store: SQLite in a temp dir,
+/// and PostgreSQL in a database of its own when `AP_INTAKE_TEST_PG` is set (otherwise the
+/// test says it skipped PostgreSQL).
+fn each_backend(test: impl Fn(&str, &Path, Open<'_>)) {
+    let dir = tempfile::tempdir().unwrap();
+    test("sqlite", dir.path(), &|dir| {
         Box::new(SqliteStore::open(dir, Mode::Serve, 0).unwrap())
-    })]
-}
-
-/// Runs `test` once per backend, each time with a fresh, empty data directory.
-fn each_backend(test: impl Fn(&str, &Path, Open)) {
-    for (name, open) in backends() {
-        let dir = tempfile::tempdir().unwrap();
-        test(name, dir.path(), open);
-    }
+    });
+    let Some(db) = crate::common::pg::TestDb::create() else {
+        crate::common::pg::skipped(std::thread::current().name().unwrap_or("store suite"));
+        return;
+    };
+    let settings = db.settings("suite", 30);
+    let dir = tempfile::tempdir().unwrap();
+    test("postgres", dir.path(), &|_| {
+        Box::new(PostgresStore::open(&settings, false).unwrap())
+    });
 }
 
 /// Opens the store in `dir`, runs `session` on it, syncs and closes it again: what a later
 /// `open(dir)` finds is what survived.
-fn before_reopening<T>(dir: &Path, open: Open, session: impl FnOnce(&dyn Store) -> T) -> T {
+fn before_reopening<T>(dir: &Path, open: Open<'_>, session: impl FnOnce(&dyn Store) -> T) -> T {
     let s = open(dir);
     let out = session(&*s);
     s.sync().unwrap();

@@ -25,8 +25,11 @@ fn synced_items_survive_reopening() {
 #[test]
 fn a_second_open_of_a_held_queue_fails() {
     each_backend(|name, dir, open| {
+        if name == "postgres" {
+            return; // D39: several nodes share one database by design.
+        }
         let _held = open(dir);
-        let second = std::panic::catch_unwind(|| open(dir));
+        let second = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| open(dir)));
         assert!(
             second.is_err(),
             "{name}: the directory is locked while open"

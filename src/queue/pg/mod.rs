@@ -1,0 +1,304 @@
+//! [`Store`](super::Store) on PostgreSQL (D39): one database shared by every node of a
+//! cluster. A commit returns once PostgreSQL has flushed it (`synchronous_commit` is kept
+//! `on`), so a 202 still means "on disk" (D17) - on the primary: an asynchronous replica
+//! promoted after a failover may lack the last commits.
+//!
+//! ```sql
+//! -- schema ap_intake; ap_intake_meta.schema_version = SCHEMA_VERSION (migrations below)
+//! CREATE SEQUENCE item_version;                     -- store-wide versions, all nodes
+//! CREATE TABLE item (                               -- one row per queue key (D15, D16)
+//!   key bytea PRIMARY KEY, interface text, state smallint,  -- 0 pending 1 rejected 2 quarantined
+//!   version bigint, queued_at bigint, seq bigint,   -- delivery order: (queued_at, seq)
+//!   updated_at bigint, attempts integer, last_error text, xml text, state_at bigint,
+//!   lease_node text, lease_until timestamptz);      -- who delivers it, until when (D39)
+//! CREATE INDEX item_line ON item (interface, state, queued_at, seq);
+//! CREATE TABLE delivered (interface text PRIMARY KEY, n bigint);       -- counts
+//! CREATE TABLE backoff (interface text PRIMARY KEY, failures integer, next_attempt_ms bigint,
+//!   last_error text, last_error_ms bigint, paused boolean, last_success_ms bigint);
+//! CREATE TABLE node (name text PRIMARY KEY, started_at timestamptz, last_seen timestamptz);
+//! CREATE TABLE receipt (rid bigserial PRIMARY KEY, request_id text, api_key text,
+//!   nonce bigint, interface text, received_at bigint, UNIQUE (request_id, api_key));
+//! CREATE TABLE receipt_line (rid bigint, idx integer, key bytea, version bigint,
+//!   PRIMARY KEY (rid, idx));
+//! CREATE TABLE settled (key bytea, version bigint, state smallint, at bigint, reason text,
+//!   PRIMARY KEY (key, version));                    -- versions that left (D38)
+//! ```
+//!
+//! Leases (D39): a lane takes its next batch with `FOR UPDATE SKIP LOCKED` and marks it
+//! `lease_node = <this node>, lease_until = now() + lease_secs` on the database's clock, so
+//! a key is delivered by one node at a time; a node renews its leases while it runs (a
+//! heartbeat thread) and another node takes them once they lapse. Settling a delivery is
+//! fenced by the version sent (D18), so a lapsed node can never remove a newer version.
+
+mod read;
+mod store;
+mod tls;
+mod write;
+
+use super::StoreError;
+use crate::config::Postgres;
+use postgres::{Client, NoTls};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The schema this version reads and writes.
+const SCHEMA_VERSION: i64 = 1;
+
+/// Each migration brings the schema from the version before it to its own.
+const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("schema_v1.sql"))];
+
+/// Serialises schema changes among nodes starting at once (`pg_advisory_xact_lock`).
+const MIGRATION_LOCK: i64 = 0x4150_4951;
+
+/// How long connecting may take before the database counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Idle connections kept for reuse.
+const POOL: usize = 8;
+
+/// The queue in a PostgreSQL database.
+pub struct PostgresStore {
+    config: postgres::Config,
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    pool: Mutex<Vec<Client>>,
+    node: String,
+    lease: Duration,
+    shown: String,
+    heartbeat: Option<Heartbeat>,
+}
+
+impl PostgresStore {
+    /// Connects, creates or migrates the schema, and (for the service, `heartbeat`) starts
+    /// renewing this node's leases.
+    pub fn open(settings: &Postgres, heartbeat: bool) -> Result<Self, StoreError> {
+        let shown = crate::config::redacted_url(&settings.url);
+        let mut config: postgres::Config = settings
+            .url
+            .parse()
+            .map_err(|e| StoreError::Unavailable(format!("database URL {shown}: {e}")))?;
+        if let Some(p) = &settings.password {
+            config.password(p);
+        }
+        config.connect_timeout(CONNECT_TIMEOUT);
+        config.application_name("ap-intake");
+        let tls = match config.get_ssl_mode() {
+            postgres::config::SslMode::Disable => None,
+            _ => Some(tls::connector(settings.ca_pem.as_deref())?),
+        };
+        let mut store = Self {
+            config,
+            tls,
+            pool: Mutex::new(Vec::new()),
+            node: settings.node.clone(),
+            lease: settings.lease,
+            shown,
+            heartbeat: None,
+        };
+        let found = store.with(migrate)?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::Unavailable(format!(
+                "the queue database {} has schema {found}, written by a newer ap-intake; this \
+                 version reads schema {SCHEMA_VERSION}",
+                store.shown
+            )));
+        }
+        if heartbeat {
+            store.with(|c| write::beat(c, &store.node, store.lease, true))?;
+            store.heartbeat = Some(Heartbeat::start(&store)?);
+        }
+        Ok(store)
+    }
+
+    /// This node's name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    fn connect(&self) -> Result<Client, postgres::Error> {
+        let mut client = match &self.tls {
+            Some(tls) => self.config.connect(tls.clone())?,
+            None => self.config.connect(NoTls)?,
+        };
+        client.batch_execute("SET search_path TO ap_intake, public")?;
+        // A 202 means the commit is flushed (D17): never let a server default weaken that.
+        let commit: String = client.query_one("SHOW synchronous_commit", &[])?.get(0);
+        if commit == "off" || commit == "local" {
+            client.batch_execute("SET synchronous_commit TO on")?;
+        }
+        Ok(client)
+    }
+
+    /// Runs `f` on a pooled connection (a new one when none is idle); a connection that
+    /// failed is not pooled again.
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
+        let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
+        let mut client = match pooled {
+            Some(c) if !c.is_closed() => c,
+            _ => self.connect().map_err(|e| self.fail(&e))?,
+        };
+        let out = f(&mut client).map_err(|e| self.fail(&e));
+        if !client.is_closed() {
+            if let Ok(mut pool) = self.pool.lock() {
+                if pool.len() < POOL {
+                    pool.push(client);
+                }
+            }
+        }
+        out
+    }
+
+    /// The product's error for a database error.
+    fn fail(&self, e: &postgres::Error) -> StoreError {
+        use postgres::error::SqlState;
+        match e.code() {
+            Some(c) if *c == SqlState::DISK_FULL || *c == SqlState::OUT_OF_MEMORY => {
+                StoreError::Full(format!("the database {} reports: {e}", self.shown))
+            }
+            _ => {
+                let why = chain(e);
+                // TLS is verified whatever sslmode says (prefer and require included).
+                let hint = if why.contains("certificate") {
+                    "; trust the database's CA with [storage.postgres] ca_file, or use \
+                     sslmode=disable on a network you trust"
+                } else {
+                    ""
+                };
+                StoreError::Unavailable(format!("database {}: {why}{hint}", self.shown))
+            }
+        }
+    }
+}
+
+impl Drop for PostgresStore {
+    /// A client owns a small runtime of its own, which may not be dropped on an async
+    /// worker (the last holder of the store may be one): the pooled clients close on a
+    /// thread of their own.
+    fn drop(&mut self) {
+        let pool = self.pool.get_mut().map(std::mem::take).unwrap_or_default();
+        let _ = std::thread::spawn(move || drop(pool)).join();
+    }
+}
+
+/// An error with its causes ("error connecting to server: Connection refused").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// Creates the schema, or brings it up to [`SCHEMA_VERSION`], under a lock only one node
+/// holds at a time; leaves a schema written by a newer version alone. The version found.
+fn migrate(client: &mut Client) -> Result<i64, postgres::Error> {
+    let mut tx = client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    tx.batch_execute(
+        "CREATE SCHEMA IF NOT EXISTS ap_intake;
+         CREATE TABLE IF NOT EXISTS ap_intake.ap_intake_meta (name text PRIMARY KEY,
+           value bigint NOT NULL);",
+    )?;
+    let current: i64 = tx
+        .query_opt(
+            "SELECT value FROM ap_intake.ap_intake_meta WHERE name = 'schema_version'",
+            &[],
+        )?
+        .map_or(0, |r| r.get(0));
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+        tx.batch_execute(sql)?;
+        tx.execute(
+            "INSERT INTO ap_intake.ap_intake_meta VALUES ('schema_version', $1)
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            &[version],
+        )?;
+    }
+    tx.commit()?;
+    Ok(current.max(SCHEMA_VERSION))
+}
+
+/// Renews this node's row and its leases while the store is open (D39).
+struct Heartbeat {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    fn start(store: &PostgresStore) -> Result<Self, StoreError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let beat = Beat {
+            config: store.config.clone(),
+            tls: store.tls.clone(),
+            node: store.node.clone(),
+            lease: store.lease,
+            stop: Arc::clone(&stop),
+        };
+        let thread = std::thread::Builder::new()
+            .name("queue-heartbeat".into())
+            .spawn(move || beat.run())
+            .map_err(StoreError::Io)?;
+        Ok(Self {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Beat {
+    config: postgres::Config,
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    node: String,
+    lease: Duration,
+    stop: Arc<AtomicBool>,
+}
+
+impl Beat {
+    /// A third of the lease between beats: two can fail before a lease lapses.
+    fn run(self) {
+        let every = self.lease / 3;
+        let mut client: Option<Client> = None;
+        let mut next = std::time::Instant::now() + every;
+        while !self.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+            if std::time::Instant::now() < next {
+                continue;
+            }
+            next = std::time::Instant::now() + every;
+            if client.as_ref().is_none_or(Client::is_closed) {
+                client = self.connect().ok();
+            }
+            if let Some(c) = client.as_mut() {
+                if let Err(e) = write::beat(c, &self.node, self.lease, false) {
+                    tracing::warn!(error = %chain(&e), "cannot renew this node's leases in the queue database");
+                }
+            }
+        }
+    }
+
+    fn connect(&self) -> Result<Client, postgres::Error> {
+        let mut c = match &self.tls {
+            Some(tls) => self.config.connect(tls.clone())?,
+            None => self.config.connect(NoTls)?,
+        };
+        c.batch_execute("SET search_path TO ap_intake, public")?;
+        Ok(c)
+    }
+}

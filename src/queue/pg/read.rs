@@ -1,0 +1,217 @@
+//! Reads, and the lease a lane takes with its next batch (schema in `mod.rs`).
+
+use crate::queue::receipt::{Receipt, ReceiptRecord, ReceiptState};
+use crate::queue::{Backoff, Item, QueueKey, State, Stats};
+use postgres::{Client, Row, Transaction};
+use std::time::Duration;
+
+const COLUMNS: &str =
+    "key, interface, state, version, queued_at, seq, updated_at, attempts, last_error, xml";
+
+fn unsigned(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn state_of(code: i16) -> State {
+    match code {
+        1 => State::Rejected,
+        2 => State::Quarantined,
+        _ => State::Pending,
+    }
+}
+
+fn item(row: &Row) -> (QueueKey, Item) {
+    let key = QueueKey::from_bytes(row.get::<_, &[u8]>(0));
+    let item = Item {
+        interface: row.get(1),
+        state: state_of(row.get(2)),
+        version: unsigned(row.get(3)),
+        queued_at_ms: unsigned(row.get(4)),
+        updated_at_ms: unsigned(row.get(6)),
+        attempts: u32::try_from(row.get::<_, i32>(7)).unwrap_or(0),
+        last_error: row.get(8),
+        xml: row.get(9),
+    };
+    (key, item)
+}
+
+/// The item of one key.
+pub(super) fn get(c: &mut Client, key: &QueueKey) -> Result<Option<Item>, postgres::Error> {
+    let sql = format!("SELECT {COLUMNS} FROM item WHERE key = $1");
+    Ok(c.query_opt(&sql, &[&key.as_bytes()])?.map(|r| item(&r).1))
+}
+
+/// The next pending items of an interface in delivery order, leased to `node` (D39): items
+/// another node holds are skipped, and so are items locked by a node taking them right now.
+pub(super) fn lease(
+    tx: &mut Transaction<'_>,
+    interface: &str,
+    limit: usize,
+    node: &str,
+    lease: Duration,
+) -> Result<Vec<(QueueKey, Item)>, postgres::Error> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let sql = format!(
+        "WITH picked AS (
+           SELECT key FROM item
+           WHERE interface = $1 AND state = 0
+             AND (lease_until IS NULL OR lease_until < now() OR lease_node = $3)
+           ORDER BY queued_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED)
+         UPDATE item i SET lease_node = $3, lease_until = now() + make_interval(secs => $4)
+         FROM picked WHERE i.key = picked.key
+         RETURNING {}",
+        COLUMNS
+            .split(", ")
+            .map(|c| format!("i.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let rows = tx.query(&sql, &[&interface, &limit, &node, &lease.as_secs_f64()])?;
+    let mut items: Vec<(i64, i64, (QueueKey, Item))> =
+        rows.iter().map(|r| (r.get(4), r.get(5), item(r))).collect();
+    items.sort_by_key(|(at, seq, _)| (*at, *seq));
+    Ok(items.into_iter().map(|(_, _, i)| i).collect())
+}
+
+/// Keys in a state, of one interface or all, in delivery order.
+pub(super) fn keys(
+    c: &mut Client,
+    state: State,
+    interface: Option<&str>,
+) -> Result<Vec<QueueKey>, postgres::Error> {
+    let rows = c.query(
+        "SELECT key FROM item WHERE state = $1 AND ($2::text IS NULL OR interface = $2)
+         ORDER BY interface, queued_at, seq",
+        &[&super::write::state_code(state), &interface],
+    )?;
+    Ok(rows
+        .iter()
+        .map(|r| QueueKey::from_bytes(r.get::<_, &[u8]>(0)))
+        .collect())
+}
+
+/// Every item, in key order.
+pub(super) fn all(c: &mut Client) -> Result<Vec<(QueueKey, Item)>, postgres::Error> {
+    let sql = format!("SELECT {COLUMNS} FROM item ORDER BY key");
+    Ok(c.query(&sql, &[])?.iter().map(item).collect())
+}
+
+/// The counts and retry state of one interface.
+pub(super) fn stats(c: &mut Client, interface: &str) -> Result<Stats, postgres::Error> {
+    let row = c.query_one(
+        "SELECT count(*) FILTER (WHERE state = 0), count(*) FILTER (WHERE state = 1),
+                count(*) FILTER (WHERE state = 2), min(queued_at) FILTER (WHERE state = 0),
+                (SELECT n FROM delivered WHERE interface = $1)
+         FROM item WHERE interface = $1",
+        &[&interface],
+    )?;
+    let backoff = c
+        .query_opt(
+            "SELECT failures, next_attempt_ms, last_error, last_error_ms, paused,
+                    last_success_ms FROM backoff WHERE interface = $1",
+            &[&interface],
+        )?
+        .map(|b| Backoff {
+            failures: u32::try_from(b.get::<_, i32>(0)).unwrap_or(0),
+            next_attempt_ms: unsigned(b.get(1)),
+            last_error: b.get(2),
+            last_error_ms: b.get::<_, Option<i64>>(3).map(unsigned),
+            paused: b.get(4),
+            last_success_ms: b.get::<_, Option<i64>>(5).map(unsigned),
+        })
+        .unwrap_or_default();
+    Ok(Stats {
+        pending: unsigned(row.get(0)),
+        rejected: unsigned(row.get(1)),
+        quarantined: unsigned(row.get(2)),
+        delivered: row.get::<_, Option<i64>>(4).map_or(0, unsigned),
+        oldest_pending_ms: row.get::<_, Option<i64>>(3).map(unsigned),
+        backoff,
+    })
+}
+
+/// The receipts of `request_id` (one per key that used the id), or only `api_key`'s.
+pub(super) fn receipts(
+    c: &mut Client,
+    request_id: &str,
+    api_key: Option<&str>,
+) -> Result<Vec<Receipt>, postgres::Error> {
+    let heads = c.query(
+        "SELECT rid, api_key, received_at, interface FROM receipt
+         WHERE request_id = $1 AND ($2::text IS NULL OR api_key = $2) ORDER BY received_at",
+        &[&request_id, &api_key],
+    )?;
+    let mut out = Vec::with_capacity(heads.len());
+    for h in heads {
+        out.push(Receipt {
+            request_id: request_id.to_string(),
+            api_key: h.get(1),
+            received_at_ms: unsigned(h.get(2)),
+            interface: h.get(3),
+            records: lines(c, h.get(0))?,
+        });
+    }
+    Ok(out)
+}
+
+fn lines(c: &mut Client, rid: i64) -> Result<Vec<ReceiptRecord>, postgres::Error> {
+    let rows = c.query(
+        "SELECT l.idx, l.key, s.state, s.at, s.reason, i.version = l.version, i.state,
+                coalesce(i.state_at, i.updated_at), i.last_error
+         FROM receipt_line l
+         LEFT JOIN settled s ON s.key = l.key AND s.version = l.version
+         LEFT JOIN item i ON i.key = l.key
+         WHERE l.rid = $1 ORDER BY l.idx",
+        &[&rid],
+    )?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let settled: Option<i16> = r.get(2);
+            let current: Option<bool> = r.get(5);
+            let at = |i| r.get::<_, Option<i64>>(i).map(unsigned);
+            let (state, updated_at_ms, reason): (_, _, Option<String>) = match (settled, current) {
+                (Some(1), _) => (ReceiptState::Rejected, at(3), r.get(4)),
+                (Some(2), _) => (ReceiptState::Quarantined, at(3), r.get(4)),
+                (Some(_), _) => (ReceiptState::Delivered, at(3), None),
+                (None, Some(true)) => match r.get::<_, i16>(6) {
+                    1 => (ReceiptState::Rejected, at(7), r.get(8)),
+                    2 => (ReceiptState::Quarantined, at(7), r.get(8)),
+                    _ => (ReceiptState::Pending, at(7), None),
+                },
+                (None, _) => (ReceiptState::Superseded, at(7), None),
+            };
+            ReceiptRecord {
+                index: u32::try_from(r.get::<_, i32>(0)).unwrap_or(0),
+                key: QueueKey::from_bytes(r.get::<_, &[u8]>(1)).to_string(),
+                state,
+                updated_at_ms,
+                reason,
+            }
+        })
+        .collect())
+}
+
+/// Removes one step of the receipts older than `before_ms`; how many rows went (0: done).
+pub(super) fn prune_step(
+    tx: &mut Transaction<'_>,
+    before_ms: u64,
+) -> Result<usize, postgres::Error> {
+    let before = i64::try_from(before_ms).unwrap_or(i64::MAX);
+    let rids: Vec<i64> = tx
+        .query(
+            "SELECT rid FROM receipt WHERE received_at < $1 LIMIT 50",
+            &[&before],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    tx.execute("DELETE FROM receipt_line WHERE rid = ANY($1)", &[&rids])?;
+    tx.execute("DELETE FROM receipt WHERE rid = ANY($1)", &[&rids])?;
+    let settled = tx.execute(
+        "DELETE FROM settled WHERE (key, version) IN
+           (SELECT key, version FROM settled WHERE at < $1 LIMIT 5000)",
+        &[&before],
+    )?;
+    Ok(rids.len() + usize::try_from(settled).unwrap_or(0))
+}

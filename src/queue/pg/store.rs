@@ -1,0 +1,113 @@
+//! The [`Store`] trait on [`PostgresStore`].
+
+use super::{PostgresStore, read, write};
+use crate::queue::receipt::Receipt;
+use crate::queue::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
+use postgres::{Client, Transaction};
+
+impl PostgresStore {
+    /// Runs `f` in one transaction on a pooled connection.
+    fn tx<T>(
+        &self,
+        f: impl FnOnce(&mut Transaction<'_>) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
+        self.with(|c: &mut Client| {
+            let mut tx = c.transaction()?;
+            let out = f(&mut tx)?;
+            tx.commit()?;
+            Ok(out)
+        })
+    }
+}
+
+impl Store for PostgresStore {
+    fn upsert(&self, records: &[NewRecord], now_ms: u64) -> Result<(), StoreError> {
+        self.tx(|tx| write::upsert(tx, records, now_ms))
+    }
+
+    /// Every commit is flushed before it returns (`synchronous_commit = on`).
+    fn sync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn get(&self, key: &QueueKey) -> Result<Option<Item>, StoreError> {
+        self.with(|c| read::get(c, key))
+    }
+
+    /// The next batch, leased to this node (D39).
+    fn pending(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError> {
+        self.tx(|tx| read::lease(tx, interface, limit, &self.node, self.lease))
+    }
+
+    fn keys(&self, state: State, interface: Option<&str>) -> Result<Vec<QueueKey>, StoreError> {
+        self.with(|c| read::keys(c, state, interface))
+    }
+
+    fn delivered(&self, sent: &[Sent]) -> Result<usize, StoreError> {
+        self.tx(|tx| write::delivered(tx, sent, &self.node))
+    }
+
+    fn failed(&self, sent: &[Sent], error: &str) -> Result<(), StoreError> {
+        self.tx(|tx| write::failed(tx, sent, error))
+    }
+
+    fn reject(&self, sent: &Sent, error: &str) -> Result<bool, StoreError> {
+        self.tx(|tx| write::reject(tx, sent, error))
+    }
+
+    fn requeue(&self, key: &QueueKey) -> Result<bool, StoreError> {
+        self.tx(|tx| write::requeue(tx, key.as_bytes()))
+    }
+
+    fn discard(&self, key: &QueueKey) -> Result<bool, StoreError> {
+        self.tx(|tx| write::discard(tx, key.as_bytes()))
+    }
+
+    fn stats(&self, interface: &str) -> Result<Stats, StoreError> {
+        self.with(|c| read::stats(c, interface))
+    }
+
+    fn set_backoff(&self, interface: &str, backoff: &Backoff) -> Result<(), StoreError> {
+        self.with(|c| write::set_backoff(c, interface, backoff))
+    }
+
+    fn probe(&self) -> Result<(), StoreError> {
+        match self.with(|c| write::probe(c, &self.node))? {
+            true => Ok(()),
+            false => Err(StoreError::Unavailable(
+                "probe write did not read back".into(),
+            )),
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "PostgreSQL {} (node {}, leases of {} s, synchronous commit)",
+            self.shown,
+            self.node,
+            self.lease.as_secs()
+        )
+    }
+
+    fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError> {
+        self.with(read::all)
+    }
+
+    fn receipts(
+        &self,
+        request_id: &str,
+        api_key: Option<&str>,
+    ) -> Result<Vec<Receipt>, StoreError> {
+        self.with(|c| read::receipts(c, request_id, api_key))
+    }
+
+    fn prune_receipts(&self, before_ms: u64) -> Result<usize, StoreError> {
+        let mut total = 0;
+        loop {
+            match self.tx(|tx| read::prune_step(tx, before_ms))? {
+                0 => return Ok(total),
+                n => total += n,
+            }
+        }
+    }
+}

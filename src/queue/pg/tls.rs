@@ -1,0 +1,34 @@
+//! TLS to the database with rustls: the system's trusted CAs plus `[storage.postgres]
+//! ca_file` (D39).
+
+use crate::queue::StoreError;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+
+/// The connector for `sslmode` other than `disable`.
+pub(super) fn connector(
+    ca_pem: Option<&[u8]>,
+) -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {
+    let mut roots = rustls::RootCertStore::empty();
+    let system = crate::config::system_ca_bundle().unwrap_or_default();
+    for pem in [system.as_slice(), ca_pem.unwrap_or_default()] {
+        for cert in CertificateDer::pem_slice_iter(pem).flatten() {
+            // A certificate the store cannot use is skipped, as a browser would.
+            let _ = roots.add(cert);
+        }
+    }
+    if roots.is_empty() {
+        return Err(StoreError::Unavailable(
+            "no CA certificates to check the database's TLS certificate: install the \
+             system's CA bundle or set [storage.postgres] ca_file (or sslmode=disable)"
+                .into(),
+        ));
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| StoreError::Unavailable(format!("TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}

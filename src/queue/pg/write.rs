@@ -1,0 +1,320 @@
+//! Changes to the queue tables, each in one transaction (schema in `mod.rs`).
+
+use crate::queue::receipt::RequestInfo;
+use crate::queue::{Backoff, NewRecord, Sent, State};
+use postgres::{Client, GenericClient, Transaction};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn ms(t: u64) -> i64 {
+    i64::try_from(t).unwrap_or(i64::MAX)
+}
+
+fn now() -> i64 {
+    ms(crate::queue::now_ms())
+}
+
+pub(super) fn state_code(state: State) -> i16 {
+    match state {
+        State::Pending => 0,
+        State::Rejected => 1,
+        State::Quarantined => 2,
+    }
+}
+
+/// Stores records as pending (D16), in one statement: a pending key keeps its place in the
+/// line, its attempts and last error; any other key goes to the end of the line. Later
+/// records of the call win; every record, also one replaced within the call, gets a version
+/// and its receipt line (D38).
+pub(super) fn upsert(
+    tx: &mut Transaction<'_>,
+    records: &[NewRecord],
+    now_ms: u64,
+) -> Result<(), postgres::Error> {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let n = i64::try_from(records.len()).unwrap_or(i64::MAX);
+    let mut versions: Vec<i64> = tx
+        .query(
+            "SELECT nextval('item_version') FROM generate_series(1, $1::bigint)",
+            &[&n],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    versions.sort_unstable();
+    // The last record of each key, in key order: one row per key in the statement (a key
+    // twice would fail it) and the same lock order on every node (no deadlock).
+    let mut last: HashMap<&[u8], usize> = HashMap::new();
+    for (i, r) in records.iter().enumerate() {
+        last.insert(r.key.as_bytes(), i);
+    }
+    let mut kept: Vec<usize> = last.into_values().collect();
+    kept.sort_by_key(|i| records[*i].key.as_bytes());
+    let keys: Vec<&[u8]> = kept.iter().map(|i| records[*i].key.as_bytes()).collect();
+    let ifaces: Vec<&str> = kept.iter().map(|i| records[*i].interface).collect();
+    let vers: Vec<i64> = kept.iter().map(|i| versions[*i]).collect();
+    let xmls: Vec<&str> = kept.iter().map(|i| records[*i].xml.as_str()).collect();
+    tx.execute(
+        "INSERT INTO item AS i (key, interface, state, version, queued_at, seq, updated_at,
+                                attempts, last_error, xml, state_at)
+         SELECT k, f, 0, v, $5, v, $5, 0, NULL, x, NULL
+         FROM unnest($1::bytea[], $2::text[], $3::bigint[], $4::text[]) AS t(k, f, v, x)
+         ON CONFLICT (key) DO UPDATE SET
+           interface = excluded.interface, state = 0, version = excluded.version,
+           queued_at = CASE WHEN i.state = 0 THEN i.queued_at ELSE excluded.queued_at END,
+           seq = CASE WHEN i.state = 0 AND i.interface = excluded.interface
+                      THEN i.seq ELSE excluded.seq END,
+           updated_at = excluded.updated_at,
+           attempts = CASE WHEN i.state = 0 THEN i.attempts ELSE 0 END,
+           last_error = CASE WHEN i.state = 0 THEN i.last_error ELSE NULL END,
+           xml = excluded.xml, state_at = NULL",
+        &[&keys, &ifaces, &vers, &xmls, &ms(now_ms)],
+    )?;
+    receipt_lines(tx, records, &versions)
+}
+
+/// The receipt lines of the records that carry one, under their request's head.
+fn receipt_lines(
+    tx: &mut Transaction<'_>,
+    records: &[NewRecord],
+    versions: &[i64],
+) -> Result<(), postgres::Error> {
+    let mut heads: HashMap<*const RequestInfo, i64> = HashMap::new();
+    let (mut rids, mut idxs, mut keys, mut vers) = (vec![], vec![], vec![], vec![]);
+    for (r, v) in records.iter().zip(versions) {
+        let Some(line) = &r.receipt else { continue };
+        let ptr = Arc::as_ptr(&line.request);
+        let rid = match heads.get(&ptr) {
+            Some(rid) => *rid,
+            None => {
+                let rid = head(tx, &line.request)?;
+                heads.insert(ptr, rid);
+                rid
+            }
+        };
+        rids.push(rid);
+        idxs.push(i32::try_from(line.index).unwrap_or(i32::MAX));
+        keys.push(r.key.as_bytes());
+        vers.push(*v);
+    }
+    if rids.is_empty() {
+        return Ok(());
+    }
+    tx.execute(
+        "INSERT INTO receipt_line (rid, idx, key, version)
+         SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bytea[], $4::bigint[])
+         ON CONFLICT (rid, idx) DO UPDATE SET key = excluded.key, version = excluded.version",
+        &[&rids, &idxs, &keys, &vers],
+    )?;
+    Ok(())
+}
+
+/// The receipt row of a request: the one an earlier part of it wrote, or a new one that
+/// replaces an older request's with the same id and key.
+fn head(tx: &mut Transaction<'_>, info: &RequestInfo) -> Result<i64, postgres::Error> {
+    let nonce = info.nonce as i64;
+    let found = tx.query_opt(
+        "SELECT rid, nonce FROM receipt WHERE request_id = $1 AND api_key = $2 FOR UPDATE",
+        &[&info.request_id, &info.api_key],
+    )?;
+    if let Some(row) = found {
+        let (rid, n): (i64, i64) = (row.get(0), row.get(1));
+        if n != nonce {
+            tx.execute("DELETE FROM receipt_line WHERE rid = $1", &[&rid])?;
+            tx.execute(
+                "UPDATE receipt SET nonce = $2, interface = $3, received_at = $4 WHERE rid = $1",
+                &[&rid, &nonce, &info.interface, &ms(info.received_at_ms)],
+            )?;
+        }
+        return Ok(rid);
+    }
+    let row = tx.query_one(
+        "INSERT INTO receipt (request_id, api_key, nonce, interface, received_at)
+         VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (request_id, api_key) DO UPDATE SET nonce = excluded.nonce,
+           interface = excluded.interface, received_at = excluded.received_at
+         RETURNING rid",
+        &[
+            &info.request_id,
+            &info.api_key,
+            &nonce,
+            &info.interface,
+            &ms(info.received_at_ms),
+        ],
+    )?;
+    Ok(row.get(0))
+}
+
+fn sent_arrays(sent: &[Sent]) -> (Vec<&[u8]>, Vec<i64>) {
+    sent.iter()
+        .map(|s| (s.key.as_bytes(), i64::try_from(s.version).unwrap_or(-1)))
+        .unzip()
+}
+
+/// Removes delivered items still at the version sent and counts them; every version sent is
+/// noted as delivered for its receipt (D38); this node's leases on the keys end.
+pub(super) fn delivered(
+    tx: &mut Transaction<'_>,
+    sent: &[Sent],
+    node: &str,
+) -> Result<usize, postgres::Error> {
+    let (keys, vers) = sent_arrays(sent);
+    let gone = tx.query(
+        "DELETE FROM item i USING unnest($1::bytea[], $2::bigint[]) AS s(key, version)
+         WHERE i.key = s.key AND i.version = s.version AND i.state = 0
+         RETURNING i.interface",
+        &[&keys, &vers],
+    )?;
+    let mut counts: HashMap<String, i64> = HashMap::new();
+    for row in &gone {
+        *counts.entry(row.get(0)).or_default() += 1;
+    }
+    for (interface, n) in &counts {
+        tx.execute(
+            "INSERT INTO delivered VALUES ($1, $2)
+             ON CONFLICT (interface) DO UPDATE SET n = delivered.n + excluded.n",
+            &[interface, n],
+        )?;
+    }
+    tx.execute(
+        "INSERT INTO settled (key, version, state, at)
+         SELECT key, version, 3, $3 FROM unnest($1::bytea[], $2::bigint[]) AS s(key, version)
+         ON CONFLICT (key, version) DO UPDATE SET state = 3, at = excluded.at, reason = NULL",
+        &[&keys, &vers, &now()],
+    )?;
+    tx.execute(
+        "UPDATE item SET lease_node = NULL, lease_until = NULL
+         WHERE key = ANY($1) AND lease_node = $2",
+        &[&keys, &node],
+    )?;
+    Ok(gone.len())
+}
+
+/// Counts a failed attempt on the items still at the version sent.
+pub(super) fn failed(
+    tx: &mut Transaction<'_>,
+    sent: &[Sent],
+    error: &str,
+) -> Result<(), postgres::Error> {
+    let (keys, vers) = sent_arrays(sent);
+    tx.execute(
+        "UPDATE item i SET attempts = attempts + 1, last_error = $3
+         FROM unnest($1::bytea[], $2::bigint[]) AS s(key, version)
+         WHERE i.key = s.key AND i.version = s.version AND i.state = 0",
+        &[&keys, &vers, &error],
+    )?;
+    Ok(())
+}
+
+/// Parks an item the platform refused, if it is still pending at the version sent.
+pub(super) fn reject(
+    tx: &mut Transaction<'_>,
+    sent: &Sent,
+    error: &str,
+) -> Result<bool, postgres::Error> {
+    let version = i64::try_from(sent.version).unwrap_or(-1);
+    let n = tx.execute(
+        "UPDATE item SET state = 1, attempts = attempts + 1, last_error = $3, state_at = $4,
+           lease_node = NULL, lease_until = NULL
+         WHERE key = $1 AND version = $2 AND state = 0",
+        &[&sent.key.as_bytes(), &version, &error, &now()],
+    )?;
+    Ok(n > 0)
+}
+
+/// Puts a rejected or quarantined item back in the line, at the place it had (D18, D29).
+pub(super) fn requeue(tx: &mut Transaction<'_>, key: &[u8]) -> Result<bool, postgres::Error> {
+    let n = tx.execute(
+        "UPDATE item SET state = 0, attempts = 0, state_at = $2 WHERE key = $1 AND state IN (1, 2)",
+        &[&key, &now()],
+    )?;
+    Ok(n > 0)
+}
+
+/// Removes a rejected or quarantined item for good, noting it for its receipt (D38).
+pub(super) fn discard(tx: &mut Transaction<'_>, key: &[u8]) -> Result<bool, postgres::Error> {
+    let Some(row) = tx.query_opt(
+        "DELETE FROM item WHERE key = $1 AND state IN (1, 2)
+         RETURNING version, state, last_error",
+        &[&key],
+    )?
+    else {
+        return Ok(false);
+    };
+    let (version, state, reason): (i64, i16, Option<String>) = (row.get(0), row.get(1), row.get(2));
+    let reason = format!(
+        "{}; dropped by an operator",
+        reason.as_deref().unwrap_or("-")
+    );
+    tx.execute(
+        "INSERT INTO settled VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (key, version) DO UPDATE SET state = excluded.state, at = excluded.at,
+           reason = excluded.reason",
+        &[&key, &version, &state, &now(), &reason],
+    )?;
+    Ok(true)
+}
+
+/// Stores the retry state of one interface.
+pub(super) fn set_backoff(
+    client: &mut impl GenericClient,
+    interface: &str,
+    b: &Backoff,
+) -> Result<(), postgres::Error> {
+    client.execute(
+        "INSERT INTO backoff VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (interface) DO UPDATE SET failures = excluded.failures,
+           next_attempt_ms = excluded.next_attempt_ms, last_error = excluded.last_error,
+           last_error_ms = excluded.last_error_ms, paused = excluded.paused,
+           last_success_ms = excluded.last_success_ms",
+        &[
+            &interface,
+            &i32::try_from(b.failures).unwrap_or(i32::MAX),
+            &ms(b.next_attempt_ms),
+            &b.last_error,
+            &b.last_error_ms.map(ms),
+            &b.paused,
+            &b.last_success_ms.map(ms),
+        ],
+    )?;
+    Ok(())
+}
+
+/// This node is alive: its row's `last_seen` and its leases move on (D39). `start` also
+/// marks when it started.
+pub(super) fn beat(
+    client: &mut Client,
+    node: &str,
+    lease: Duration,
+    start: bool,
+) -> Result<(), postgres::Error> {
+    let secs = lease.as_secs_f64();
+    client.execute(
+        "INSERT INTO node VALUES ($1, now(), now())
+         ON CONFLICT (name) DO UPDATE SET last_seen = now(),
+           started_at = CASE WHEN $2 THEN now() ELSE node.started_at END",
+        &[&node, &start],
+    )?;
+    client.execute(
+        "UPDATE item SET lease_until = now() + make_interval(secs => $2)
+         WHERE lease_node = $1 AND lease_until > now()",
+        &[&node, &secs],
+    )?;
+    Ok(())
+}
+
+/// Writes and reads back this node's probe row (readiness).
+pub(super) fn probe(client: &mut Client, node: &str) -> Result<bool, postgres::Error> {
+    let at = now();
+    client.execute(
+        "INSERT INTO probe VALUES ($1, $2) ON CONFLICT (node) DO UPDATE SET at = excluded.at",
+        &[&node, &at],
+    )?;
+    let back: i64 = client
+        .query_one("SELECT at FROM probe WHERE node = $1", &[&node])?
+        .get(0);
+    Ok(back == at)
+}
