@@ -192,6 +192,19 @@ pub enum StoreError {
     Unavailable(String),
 }
 
+/// A node of a cluster that shares the queue (D39).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Node {
+    /// Its name (`[storage.postgres] node`).
+    pub name: String,
+    /// When it last started (unix ms).
+    pub started_at_ms: u64,
+    /// When it last renewed its leases (unix ms, the database's clock).
+    pub last_seen_ms: u64,
+    /// Keys it holds for delivery now.
+    pub leases: u64,
+}
+
 /// The queue's storage.
 pub trait Store: Send + Sync + 'static {
     /// Inserts records, replacing the item of a key that has one (D16); a replaced rejected
@@ -259,6 +272,11 @@ pub trait Store: Send + Sync + 'static {
         request_id: &str,
         api_key: Option<&str>,
     ) -> Result<Vec<receipt::Receipt>, StoreError>;
+
+    /// The nodes sharing this queue (D39); none for a store only one service uses.
+    fn nodes(&self) -> Result<Vec<Node>, StoreError> {
+        Ok(Vec::new())
+    }
 
     /// Forgets receipts of requests received before `before_ms`, and what the queue kept
     /// for them (`[receipts] retention_days`); how many rows went.

@@ -32,6 +32,9 @@ pub struct Report {
     pub interfaces: Vec<InterfaceReport>,
     /// What the sandbox sink received (D21), when there is a sink.
     pub sandbox_sink: Option<SinkReport>,
+    /// The nodes sharing the queue (D39, PostgreSQL); empty for one service's own queue.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<crate::queue::Node>,
 }
 
 /// One interface's line.
@@ -117,6 +120,7 @@ pub fn build(store: &dyn Store, data_dir: &Path, source: Source) -> Result<Repor
         generated_at_ms: now,
         interfaces,
         sandbox_sink: sink_report(data_dir),
+        nodes: store.nodes()?,
     })
 }
 

@@ -20,8 +20,27 @@ pub fn render(r: &Report, wide: bool) -> String {
     } else {
         table(&mut out, r);
     }
+    nodes(&mut out, r);
     notes(&mut out, r);
     out
+}
+
+/// The cluster's nodes (D39): who is alive and what each holds.
+fn nodes(out: &mut String, r: &Report) {
+    if r.nodes.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n{:<24} {:>14} {:>8}", "NODE", "LAST SEEN", "LEASES");
+    for n in &r.nodes {
+        let seen = human_secs(r.generated_at_ms.saturating_sub(n.last_seen_ms) / 1000);
+        let _ = writeln!(
+            out,
+            "{:<24} {:>14} {:>8}",
+            n.name,
+            format!("{seen} ago"),
+            n.leases
+        );
+    }
 }
 
 /// `https://host/path: reason` as `reason (https://host/path)`: the reason first.
@@ -217,6 +236,7 @@ mod tests {
                 last_success_ms: Some(1),
             }],
             sandbox_sink: None,
+            nodes: Vec::new(),
         }
     }
 

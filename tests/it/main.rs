@@ -16,6 +16,7 @@ mod common;
 mod batches;
 mod binary;
 mod cli;
+mod cluster;
 mod console;
 mod crash;
 mod delivery;

@@ -192,6 +192,26 @@ fn lines(c: &mut Client, rid: i64) -> Result<Vec<ReceiptRecord>, postgres::Error
         .collect())
 }
 
+/// Every node that ever used the queue, with the leases it holds now (D39).
+pub(super) fn nodes(c: &mut Client) -> Result<Vec<crate::queue::Node>, postgres::Error> {
+    let rows = c.query(
+        "SELECT n.name, (extract(epoch FROM n.started_at) * 1000)::bigint,
+                (extract(epoch FROM n.last_seen) * 1000)::bigint,
+                (SELECT count(*) FROM item i WHERE i.lease_node = n.name AND i.lease_until > now())
+         FROM node n ORDER BY n.name",
+        &[],
+    )?;
+    Ok(rows
+        .iter()
+        .map(|r| crate::queue::Node {
+            name: r.get(0),
+            started_at_ms: unsigned(r.get(1)),
+            last_seen_ms: unsigned(r.get(2)),
+            leases: unsigned(r.get(3)),
+        })
+        .collect())
+}
+
 /// Removes one step of the receipts older than `before_ms`; how many rows went (0: done).
 pub(super) fn prune_step(
     tx: &mut Transaction<'_>,

@@ -101,6 +101,10 @@ impl Store for PostgresStore {
         self.with(|c| read::receipts(c, request_id, api_key))
     }
 
+    fn nodes(&self) -> Result<Vec<crate::queue::Node>, StoreError> {
+        self.with(read::nodes)
+    }
+
     fn prune_receipts(&self, before_ms: u64) -> Result<usize, StoreError> {
         let mut total = 0;
         loop {

@@ -74,3 +74,119 @@ impl Drop for TestDb {
         }
     }
 }
+
+impl TestDb {
+    /// A service config on this database (node `node`, leases of `lease_secs`), delivering
+    /// to `platform_url`.
+    pub fn config(
+        &self,
+        data_dir: &std::path::Path,
+        platform_url: &str,
+        extra_tables: &str,
+        node: &str,
+        lease_secs: u64,
+    ) -> String {
+        self.config_via(
+            &self.url,
+            data_dir,
+            platform_url,
+            extra_tables,
+            node,
+            lease_secs,
+        )
+    }
+
+    /// [`Self::config`] reaching the database at `url` (through a [`Proxy`], say).
+    pub fn config_via(
+        &self,
+        url: &str,
+        data_dir: &std::path::Path,
+        platform_url: &str,
+        extra_tables: &str,
+        node: &str,
+        lease_secs: u64,
+    ) -> String {
+        let text = super::config_for(data_dir, "", platform_url, extra_tables)
+            .replace("[storage]\n", "[storage]\nbackend = \"postgres\"\n");
+        format!(
+            "{text}\n[storage.postgres]\nurl = \"{url}\"\nnode = \"{node}\"\nlease_secs = {lease_secs}\n"
+        )
+    }
+
+    /// This database's URL with its host and port replaced by `addr`.
+    pub fn url_at(&self, addr: std::net::SocketAddr) -> String {
+        let (scheme, rest) = self.url.split_once("://").unwrap();
+        let (user, rest) = rest.split_once('@').unwrap();
+        let path = &rest[rest.find('/').unwrap()..];
+        format!("{scheme}://{user}@{addr}{path}")
+    }
+
+    /// The server's address.
+    pub fn server(&self) -> std::net::SocketAddr {
+        let rest = self.url.split_once('@').unwrap().1;
+        let host_port = &rest[..rest.find('/').unwrap()];
+        use std::net::ToSocketAddrs;
+        host_port.to_socket_addrs().unwrap().next().unwrap()
+    }
+}
+
+/// A TCP relay to the database that a test can cut (an outage, a partition) and restore.
+pub struct Proxy {
+    /// Where clients connect.
+    pub addr: std::net::SocketAddr,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Proxy {
+    /// Relays to `server` until cut.
+    pub fn start(server: std::net::SocketAddr) -> Self {
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        use std::sync::atomic::AtomicBool;
+        use std::sync::{Arc, Mutex};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let up = Arc::new(AtomicBool::new(true));
+        let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        let (u, o) = (Arc::clone(&up), Arc::clone(&open));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if !u.load(Ordering::Relaxed) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+                let Ok(db) = TcpStream::connect(server) else {
+                    continue;
+                };
+                let mut tracked = o.lock().unwrap();
+                for s in [&client, &db] {
+                    tracked.push(s.try_clone().unwrap());
+                }
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), db.try_clone().unwrap()),
+                    (db, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Self { addr, up, open }
+    }
+
+    /// Cuts every connection and refuses new ones: the database is gone.
+    pub fn cut(&self) {
+        self.up.store(false, Ordering::Relaxed);
+        for s in self.open.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// Lets connections through again.
+    pub fn restore(&self) {
+        self.up.store(true, Ordering::Relaxed);
+    }
+}

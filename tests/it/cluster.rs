@@ -1,0 +1,280 @@
+//! The queue on PostgreSQL with one and several nodes (D39, D15-D18 across nodes): the real
+//! service in-process or as the real binary, a real database (`AP_INTAKE_TEST_PG`, a database
+//! per test), real HTTP listeners as platforms. Without `AP_INTAKE_TEST_PG` each test says it
+//! was skipped.
+
+use crate::common::pg::{Proxy, TestDb, skipped};
+use crate::common::process::Service;
+use crate::common::receiver::{Receiver, gl_records, ok};
+use crate::common::*;
+use ap_intake::config::Config;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const GL: &str = "/general-ledger-codes/v1";
+const GL_ID: &str = "general-ledger-codes-v1";
+/// Quick retries, so a recovered platform or database is asked again at once.
+const FAST: &str = "[delivery]\nbackoff_base_ms = 20\nbackoff_cap_ms = 300\n";
+const WAIT: Duration = Duration::from_secs(30);
+
+macro_rules! database {
+    () => {
+        match TestDb::create() {
+            Some(db) => db,
+            None => {
+                skipped(std::thread::current().name().unwrap_or("cluster test"));
+                return;
+            }
+        }
+    };
+}
+
+/// A node in-process on `db`, delivering to `platform`.
+fn node(db: &TestDb, platform: &str, name: &str, lease_secs: u64) -> TestApp {
+    let dir = tempfile::tempdir().unwrap();
+    let text = db.config(&dir.path().join("data"), platform, FAST, name, lease_secs);
+    let config = Config::parse(&text, Path::new("node.toml")).unwrap();
+    TestApp::start_config(dir, config)
+}
+
+fn pending(app: &TestApp) -> u64 {
+    app.store().stats(GL_ID).unwrap().pending
+}
+
+/// How many times the platform took each (code, description).
+fn deliveries(platform: &Receiver) -> HashMap<(String, String), usize> {
+    let mut seen = HashMap::new();
+    for d in platform.delivered() {
+        for rec in gl_records(&d.body) {
+            *seen.entry(rec).or_insert(0) += 1;
+        }
+    }
+    seen
+}
+
+fn described(code: &str, text: &str) -> Value {
+    serde_json::json!({"code": code, "type": "VAT", "description_en": text})
+}
+
+#[test]
+fn d39_one_node_queues_delivers_and_keeps_receipts_on_postgres() {
+    let db = database!();
+    let platform = Receiver::start();
+    platform.answer(|_| ok());
+    let app = node(&db, &platform.url(), "solo", 30);
+    let records: Vec<Value> = (0..50).map(|i| gl(&format!("P{i:02}"))).collect();
+    let r = app.post_records(GL, &records);
+    assert_eq!(r.status, 202, "{}", r.text);
+    let id = r.json()["request_id"].as_str().unwrap().to_string();
+    eventually("all 50 delivered", WAIT, || pending(&app) == 0);
+    assert_eq!(deliveries(&platform).len(), 50);
+    assert_eq!(app.store().stats(GL_ID).unwrap().delivered, 50);
+    let text = ureq::get(&app.url(&format!("/requests/{id}")))
+        .header("x-api-key", KEY)
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    let receipt: Value = serde_json::from_str(&text).unwrap();
+    let states: Vec<&str> = receipt["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, vec!["delivered"; 50], "{receipt:#}");
+    let s = status_of(&app, GL_ID);
+    assert_eq!(s["delivered"], 50, "{s}");
+}
+
+/// D16 across nodes: a key resent through another node replaces the queued record; every
+/// key arrives in its latest version, and with healthy nodes no version twice.
+#[test]
+fn d39_two_nodes_share_one_queue_one_item_per_key() {
+    let db = database!();
+    let platform = Receiver::start();
+    platform.answer(|_| ok());
+    let a = node(&db, &platform.url(), "a", 30);
+    let b = node(&db, &platform.url(), "b", 30);
+    for round in 0..3 {
+        for (i, app) in [&a, &b].into_iter().enumerate() {
+            let records: Vec<Value> = (0..40)
+                .map(|k| described(&format!("K{k:02}"), &format!("round {round} via {i}")))
+                .collect();
+            assert_eq!(app.post_records(GL, &records).status, 202);
+        }
+    }
+    eventually("the shared queue drains", WAIT, || {
+        pending(&a) == 0 && pending(&b) == 0
+    });
+    let seen = deliveries(&platform);
+    let mut latest: HashMap<String, String> = HashMap::new();
+    for d in platform.delivered() {
+        for (code, text) in gl_records(&d.body) {
+            latest.insert(code, text);
+        }
+    }
+    assert_eq!(latest.len(), 40);
+    for (code, text) in &latest {
+        assert_eq!(
+            text, "round 2 via 1",
+            "{code}: the last delivery is the latest version"
+        );
+    }
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "a version delivered twice by healthy nodes: {twice:?}"
+    );
+}
+
+/// A node killed while its delivery hangs loses its leases after `lease_secs`; another node
+/// delivers every acknowledged record. The records the dead node had sent may reach the
+/// platform twice (D18, at least once): counted and reported.
+#[test]
+fn d39_a_killed_nodes_records_are_delivered_by_another_node() {
+    let db = database!();
+    let hanging = Receiver::start();
+    let held = hanging.hold();
+    let platform = Receiver::start();
+    platform.answer(|_| ok());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.toml");
+    let lease_secs = 5;
+    std::fs::write(
+        &file,
+        db.config(
+            &dir.path().join("data"),
+            &hanging.url(),
+            FAST,
+            "a",
+            lease_secs,
+        ),
+    )
+    .unwrap();
+    let a = Service::start(&file, dir.path());
+    let records: Vec<Value> = (0..30).map(|i| gl(&format!("D{i:02}"))).collect();
+    assert_eq!(a.post_records(GL, &records, Some(KEY)).status, 202);
+    eventually("node a is delivering", WAIT, || held.arrived() >= 1);
+    let b = node(&db, &platform.url(), "b", lease_secs);
+    let killed = Instant::now();
+    a.kill_9();
+    eventually("node b delivers what a held", WAIT, || pending(&b) == 0);
+    let took = killed.elapsed();
+    let seen = deliveries(&platform);
+    assert_eq!(seen.len(), 30, "every acknowledged record delivered");
+    let resent = held.arrived();
+    eprintln!(
+        "D39 failover: node b delivered the 30 records {took:?} after node a was killed \
+         (lease {lease_secs} s); node a had {resent} document(s) in flight, whose records \
+         reach the platform twice if it took them (D18)"
+    );
+    assert!(
+        took < Duration::from_secs(lease_secs + 10),
+        "took {took:?}: a lease of {lease_secs} s plus an idle poll"
+    );
+    held.release();
+}
+
+/// The database goes away: intake answers 503 and queues nothing it reported, delivery
+/// waits; both come back by themselves when it returns.
+#[test]
+fn d39_a_database_outage_is_503_and_both_sides_recover() {
+    let db = database!();
+    let platform = Receiver::start();
+    platform.answer(|_| ok());
+    let proxy = Proxy::start(db.server());
+    let dir = tempfile::tempdir().unwrap();
+    let text = db.config_via(
+        &db.url_at(proxy.addr),
+        &dir.path().join("data"),
+        &platform.url(),
+        FAST,
+        "n",
+        30,
+    );
+    let app = TestApp::start_config(dir, Config::parse(&text, Path::new("n.toml")).unwrap());
+    assert_eq!(app.post_records(GL, &[gl("BEFORE")]).status, 202);
+    eventually("BEFORE delivered", WAIT, || {
+        deliveries(&platform).len() == 1
+    });
+
+    proxy.cut();
+    let r = app.post_records(GL, &[gl("DURING")]);
+    assert_eq!(r.status, 503, "{}", r.text);
+    assert_eq!(
+        r.json()["message"],
+        "the queue cannot store records right now; nothing was queued, retry later"
+    );
+    assert!(r.header("retry-after").is_some());
+
+    proxy.restore();
+    let back = Instant::now();
+    eventually("intake accepts again", WAIT, || {
+        app.post_records(GL, &[gl("AFTER")]).status == 202
+    });
+    eventually("AFTER delivered", WAIT, || {
+        deliveries(&platform)
+            .keys()
+            .any(|(code, _)| code == "AFTER")
+    });
+    eprintln!(
+        "D39 outage: intake and delivery back {:?} after the database",
+        back.elapsed()
+    );
+    assert!(
+        !deliveries(&platform)
+            .keys()
+            .any(|(code, _)| code == "DURING"),
+        "a record refused with 503 was delivered"
+    );
+    assert!(
+        app.item(&gl_key("DURING")).is_none(),
+        "a refused record was queued"
+    );
+}
+
+/// `ap-intake status` shows the cluster (D39): every node, when it was last seen, and the
+/// keys it holds; the queue's counts are the shared queue's.
+#[test]
+fn d39_status_shows_every_node_and_the_leases_it_holds() {
+    use ap_intake::admin::{Request, Response};
+    let db = database!();
+    let hanging = Receiver::start();
+    let held = hanging.hold();
+    let a = node(&db, &hanging.url(), "a", 30);
+    let b = node(&db, &hanging.url(), "b", 30);
+    let records: Vec<Value> = (0..10).map(|i| gl(&format!("S{i}"))).collect();
+    assert_eq!(a.post_records(GL, &records).status, 202);
+    eventually("a delivery is held", WAIT, || held.arrived() >= 1);
+    let report = match ap_intake::admin::query(&b.locations(), &Request::Status).unwrap() {
+        Response::Status(r) => r,
+        other => panic!("status answered {other:?}"),
+    };
+    let names: Vec<&str> = report.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"], "{report:?}");
+    let leases: u64 = report.nodes.iter().map(|n| n.leases).sum();
+    assert_eq!(
+        leases, 10,
+        "the ten keys on the wire are leased: {:?}",
+        report.nodes
+    );
+    for n in &report.nodes {
+        assert!(
+            report.generated_at_ms.saturating_sub(n.last_seen_ms) < 30_000,
+            "{n:?} seen recently"
+        );
+    }
+    let gl = report
+        .interfaces
+        .iter()
+        .find(|i| i.interface == GL_ID)
+        .unwrap();
+    assert_eq!(gl.pending, 10, "node b reports the shared queue");
+    let text = ap_intake::status::render(&report, false);
+    assert!(text.contains("NODE") && text.contains("LEASES"), "{text}");
+    held.release();
+}
