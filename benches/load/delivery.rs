@@ -59,13 +59,14 @@ async fn receiver(documents: Arc<AtomicU64>, hang: Option<String>) -> std::net::
 
 /// Fills the queue in `data_dir` with `n` GL-code records (XML as the intake makes it).
 pub fn fill(data_dir: &Path, n: usize, label: &str) -> SqliteStore {
-    fill_in(data_dir, n, label, 1)
+    let store = SqliteStore::open(data_dir, Mode::Serve, 0).expect("open the queue");
+    fill_in(&store, n, label, 1);
+    store
 }
 
 /// Fills the queue with `n` GL-code records spread in turn over the first `interfaces`
 /// interfaces (the platform here does not read the XML; each interface gets its own keys).
-fn fill_in(data_dir: &Path, n: usize, label: &str, interfaces: usize) -> SqliteStore {
-    let store = SqliteStore::open(data_dir, Mode::Serve, 0).expect("open the queue");
+fn fill_in(store: &dyn Store, n: usize, label: &str, interfaces: usize) {
     let iface = by_path("/general-ledger-codes/v1").expect("GL codes");
     let validator = ap_intake::validate::Validator::load(None).expect("schemas");
     let shape = validator.shape(iface).expect("GL codes' shape");
@@ -95,19 +96,18 @@ fn fill_in(data_dir: &Path, n: usize, label: &str, interfaces: usize) -> SqliteS
         "filled {n} records in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    store
 }
 
-/// Drains `n` records spread over `interfaces` interfaces, the first of them hanging with
-/// `hang`; returns the records per second of those delivered.
+/// Drains `n` records of `store` spread over `interfaces` interfaces, the first of them
+/// hanging with `hang`; returns the records per second of those delivered.
 pub async fn drain(
-    data_dir: &Path,
+    store: Arc<dyn Store>,
     n: usize,
     batch_size: usize,
     interfaces: usize,
     hang: bool,
 ) -> f64 {
-    let store: Arc<dyn Store> = Arc::new(fill_in(data_dir, n, "D", interfaces));
+    fill_in(store.as_ref(), n, "D", interfaces);
     let documents = Arc::new(AtomicU64::new(0));
     let hanging = hang.then(|| INTERFACES[0].id.to_string());
     let addr = receiver(Arc::clone(&documents), hanging.clone()).await;

@@ -10,14 +10,13 @@ use ap_intake::delivery::Waker;
 use ap_intake::intake::{Intake, Limits, Take};
 use ap_intake::interfaces::Interface;
 use ap_intake::queue::receipt::RequestInfo;
-use ap_intake::queue::{Mode, SqliteStore, Store, Writer};
+use ap_intake::queue::{Store, Writer};
 use ap_intake::validate::Validator;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -78,18 +77,27 @@ where
     total
 }
 
-/// Sends for `load.duration` from `load.concurrency` clients over kept-alive connections.
-pub async fn against_service(addr: SocketAddr, load: &Load) -> Run {
+/// Sends for `load.duration` from `load.concurrency` clients over kept-alive connections,
+/// client `c` to `addrs[c % addrs.len()]` (several nodes share the clients).
+pub async fn against_service(addrs: &[SocketAddr], load: &Load) -> Run {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(load.concurrency)
         .build_http();
     let records = Arc::new(Records::new(load.iface));
-    let uri: http::Uri = format!("http://{addr}{}", path(load.iface))
-        .parse()
-        .expect("uri");
+    let uris: Arc<Vec<http::Uri>> = Arc::new(
+        addrs
+            .iter()
+            .map(|addr| {
+                format!("http://{addr}{}", path(load.iface))
+                    .parse()
+                    .expect("uri")
+            })
+            .collect(),
+    );
     let per = load.per_request;
     drive(load, move |c, seq| {
-        let (client, records, uri) = (client.clone(), Arc::clone(&records), uri.clone());
+        let (client, records) = (client.clone(), Arc::clone(&records));
+        let uri = uris[c % uris.len()].clone();
         async move {
             let req = http::Request::post(uri)
                 .header("content-type", "application/json")
@@ -109,10 +117,8 @@ pub async fn against_service(addr: SocketAddr, load: &Load) -> Run {
     .await
 }
 
-/// The same load without HTTP, on a fresh queue in `data_dir`.
-pub async fn in_process(data_dir: &Path, load: &Load) -> Run {
-    let store: Arc<dyn Store> =
-        Arc::new(SqliteStore::open(data_dir, Mode::Serve, 0).expect("open the queue"));
+/// The same load without HTTP, on `store` (a fresh queue).
+pub async fn in_process(store: Arc<dyn Store>, load: &Load) -> Run {
     let writer = Writer::start(Arc::clone(&store)).expect("write thread");
     let types = ap_intake::config::DEFAULT_ACCOUNTING_TYPES
         .map(String::from)

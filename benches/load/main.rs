@@ -22,6 +22,7 @@
 mod delivery;
 mod intake;
 mod memory;
+mod pg;
 mod records;
 mod report;
 mod scale;
@@ -68,6 +69,12 @@ enum What {
         /// Keep no receipts (`[receipts] retention_days = 0`), to see what they cost (D38).
         #[arg(long)]
         no_receipts: bool,
+        /// Queue on PostgreSQL at this URL (its `ap_intake` schema is dropped first, D39).
+        #[arg(long, value_name = "URL")]
+        postgres: Option<String>,
+        /// Service nodes sharing the queue (with --postgres); the clients are spread over them.
+        #[arg(long, default_value_t = 1, requires = "postgres")]
+        nodes: usize,
     },
     /// Drain pending records to a local receiver.
     Delivery {
@@ -81,6 +88,9 @@ enum What {
         /// The receiver never answers the first interface's documents.
         #[arg(long)]
         hang: bool,
+        /// Queue on PostgreSQL at this URL (its `ap_intake` schema is dropped first, D39).
+        #[arg(long, value_name = "URL")]
+        postgres: Option<String>,
     },
     /// Start time, status time, memory and disk with many pending records.
     Scale {
@@ -128,6 +138,8 @@ fn main() {
             service_only,
             limit_only,
             no_receipts,
+            postgres,
+            nodes,
         } => {
             let iface =
                 by_path(&interface).unwrap_or_else(|| panic!("{interface} is not an interface"));
@@ -139,31 +151,72 @@ fn main() {
                 receipts: !no_receipts,
             };
             println!(
-                "intake: {} records/request, {concurrency} clients, {duration} s, {}{}",
+                "intake: {} records/request, {concurrency} clients, {duration} s, {}{}{}",
                 records,
                 iface.path,
-                if no_receipts { ", no receipts" } else { "" }
+                if no_receipts { ", no receipts" } else { "" },
+                match &postgres {
+                    Some(_) => format!(", PostgreSQL, {nodes} node(s)"),
+                    None => String::new(),
+                }
             );
             let mut served = None;
             let mut failures = 0;
             if !limit_only {
-                let config = service::write_config(dir.path(), &dir.path().join("service"), None);
-                if no_receipts {
-                    let text = std::fs::read_to_string(&config).expect("read config");
-                    std::fs::write(&config, text + "[receipts]\nretention_days = 0\n")
-                        .expect("write config");
+                if let Some(url) = &postgres {
+                    pg::reset(url);
                 }
-                let svc = service::Service::start(&config);
-                let mut run = runtime.block_on(intake::against_service(svc.addr, &load));
-                let rss = svc.rss_mib();
-                drop(svc);
+                let svcs: Vec<service::Service> = (0..nodes)
+                    .map(|n| {
+                        let node = format!("bench-{n}");
+                        let config = service::write_config_on(
+                            dir.path(),
+                            &dir.path().join(&node),
+                            None,
+                            postgres.as_deref().map(|u| (u, node.as_str())),
+                            &format!("{node}.toml"),
+                        );
+                        if no_receipts {
+                            let text = std::fs::read_to_string(&config).expect("read config");
+                            std::fs::write(&config, text + "[receipts]\nretention_days = 0\n")
+                                .expect("write config");
+                        }
+                        service::Service::start(&config)
+                    })
+                    .collect();
+                let addrs: Vec<_> = svcs.iter().map(|s| s.addr).collect();
+                let mut run = runtime.block_on(intake::against_service(&addrs, &load));
+                let rss = svcs
+                    .iter()
+                    .map(service::Service::rss_mib)
+                    .fold(0.0, f64::max);
+                drop(svcs);
                 run.print("service");
                 println!("service resident memory after the run: {rss:.1} MiB");
                 served = Some(run);
             }
             if !service_only {
-                let mut limit =
-                    runtime.block_on(intake::in_process(&dir.path().join("limit"), &load));
+                let store: std::sync::Arc<dyn ap_intake::queue::Store> = match &postgres {
+                    Some(url) => {
+                        pg::reset(url);
+                        std::sync::Arc::new(
+                            ap_intake::queue::PostgresStore::open(
+                                &pg::settings(url, "bench-limit"),
+                                false,
+                            )
+                            .expect("open the PostgreSQL queue"),
+                        )
+                    }
+                    None => std::sync::Arc::new(
+                        ap_intake::queue::SqliteStore::open(
+                            &dir.path().join("limit"),
+                            ap_intake::queue::Mode::Serve,
+                            0,
+                        )
+                        .expect("open the queue"),
+                    ),
+                };
+                let mut limit = runtime.block_on(intake::in_process(store, &load));
                 limit.print("in-process limit");
                 if let Some(s) = &served {
                     println!(
@@ -184,13 +237,27 @@ fn main() {
             batch_size,
             interfaces,
             hang,
+            postgres,
         } => {
+            let store: std::sync::Arc<dyn ap_intake::queue::Store> = match &postgres {
+                Some(url) => {
+                    pg::reset(url);
+                    std::sync::Arc::new(
+                        ap_intake::queue::PostgresStore::open(&pg::settings(url, "bench"), false)
+                            .expect("open the PostgreSQL queue"),
+                    )
+                }
+                None => std::sync::Arc::new(
+                    ap_intake::queue::SqliteStore::open(
+                        &dir.path().join("queue"),
+                        ap_intake::queue::Mode::Serve,
+                        0,
+                    )
+                    .expect("open the queue"),
+                ),
+            };
             let rate = runtime.block_on(delivery::drain(
-                &dir.path().join("queue"),
-                records,
-                batch_size,
-                interfaces,
-                hang,
+                store, records, batch_size, interfaces, hang,
             ));
             println!("delivery: {rate:.0} records/s");
         }

@@ -16,6 +16,20 @@ pub fn binary() -> &'static str {
 /// A config: plain HTTP on a free loopback port, one key, deliveries to a closed port (so the
 /// worker backs off and stays out of the measurement) unless `platform` is given.
 pub fn write_config(dir: &Path, data_dir: &Path, platform: Option<&str>) -> PathBuf {
+    write_config_on(dir, data_dir, platform, None, "bench.toml")
+}
+
+/// [`write_config`] with the queue on PostgreSQL (`postgres`: URL and node name), in `file`.
+pub fn write_config_on(
+    dir: &Path,
+    data_dir: &Path,
+    platform: Option<&str>,
+    postgres: Option<(&str, &str)>,
+    file: &str,
+) -> PathBuf {
+    let storage = postgres.map_or(String::new(), |(url, node)| {
+        crate::pg::storage_toml(url, node)
+    });
     let text = format!(
         r#"[server]
 listen = "127.0.0.1:0"
@@ -25,6 +39,7 @@ max_connections = 4096
 max_connections_per_ip = 4096
 [storage]
 data_dir = "{}"
+{storage}
 [limits]
 max_records = 10000
 [[api_keys]]
@@ -42,7 +57,7 @@ level = "warn,ap_intake::service=info"
         ap_intake::keys::sha256_hex(KEY),
         platform.unwrap_or("http://127.0.0.1:9/intake"),
     );
-    let file = dir.join("bench.toml");
+    let file = dir.join(file);
     std::fs::write(&file, text).expect("write config");
     file
 }

@@ -1,0 +1,30 @@
+//! PostgreSQL for the benchmarks (D39): `--postgres URL` names a database the benchmark may
+//! empty; its `ap_intake` schema is dropped before each run.
+
+use ap_intake::config::{Backend, Config, Postgres};
+use std::path::Path;
+
+/// Drops the queue's schema, so a run starts on an empty queue.
+pub fn reset(url: &str) {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).expect("connect to --postgres");
+    c.batch_execute("DROP SCHEMA IF EXISTS ap_intake CASCADE")
+        .expect("drop the ap_intake schema");
+}
+
+/// The `[storage]` lines of a node on `url`.
+pub fn storage_toml(url: &str, node: &str) -> String {
+    format!("backend = \"postgres\"\n[storage.postgres]\nurl = \"{url}\"\nnode = \"{node}\"\n")
+}
+
+/// The checked settings of a node on `url`.
+pub fn settings(url: &str, node: &str) -> Postgres {
+    let text = format!("sandbox = true\n[storage]\n{}", storage_toml(url, node));
+    match Config::parse(&text, Path::new("bench.toml"))
+        .expect("postgres settings")
+        .storage
+        .backend
+    {
+        Backend::Postgres(p) => p,
+        Backend::Sqlite => unreachable!("the config names postgres"),
+    }
+}
