@@ -278,3 +278,100 @@ fn d39_status_shows_every_node_and_the_leases_it_holds() {
     assert!(text.contains("NODE") && text.contains("LEASES"), "{text}");
     held.release();
 }
+
+/// A relay that answers PostgreSQL's SSLRequest, terminates TLS with `leaf` and passes the
+/// plain protocol on to the server: the store's TLS client against a real TLS server.
+fn tls_relay(
+    server: std::net::SocketAddr,
+    leaf: &crate::common::certs::Leaf,
+) -> std::net::SocketAddr {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(leaf.cert_pem.as_bytes())
+            .map(Result::unwrap)
+            .collect();
+    let key = PrivateKeyDer::from_pem_slice(leaf.key_pem.as_bytes()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else {
+                    continue;
+                };
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let mut request = [0u8; 8]; // length 8, code 80877103
+                    client.read_exact(&mut request).await?;
+                    client.write_all(b"S").await?;
+                    let mut tls = acceptor.accept(client).await?;
+                    let mut db = tokio::net::TcpStream::connect(server).await?;
+                    tokio::io::copy_bidirectional(&mut tls, &mut db).await?;
+                    Ok::<_, std::io::Error>(())
+                });
+            }
+        });
+    });
+    addr
+}
+
+/// TLS to the database with rustls (D39): the server's certificate is checked against
+/// `ca_file` (and the system's CAs); an unknown issuer is refused with a hint.
+#[test]
+fn d39_tls_to_the_database_is_verified() {
+    use ap_intake::queue::{PostgresStore, Store};
+    let db = database!();
+    let ca = crate::common::certs::Ca::new("database test CA");
+    let leaf = ca.leaf(
+        "127.0.0.1",
+        &["127.0.0.1"],
+        rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+    );
+    let relay = tls_relay(db.server(), &leaf);
+    let url = db
+        .url_at(relay)
+        .replace("sslmode=disable", "sslmode=require");
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    let settings = |extra: &str| {
+        let text = format!(
+            "sandbox = true\n[storage]\nbackend = \"postgres\"\n[storage.postgres]\nurl = \"{url}\"\nnode = \"tls\"\n{extra}"
+        );
+        match Config::parse(&text, Path::new("tls.toml"))
+            .unwrap()
+            .storage
+            .backend
+        {
+            ap_intake::config::Backend::Postgres(p) => p,
+            other => panic!("{other:?}"),
+        }
+    };
+    let trusted = settings(&format!("ca_file = \"{}\"\n", ca_file.display()));
+    let store = PostgresStore::open(&trusted, false).unwrap();
+    store.probe().unwrap();
+    let refused = PostgresStore::open(&settings(""), false)
+        .err()
+        .expect("an unknown CA is refused");
+    let text = refused.to_string();
+    assert!(
+        text.contains("certificate") && text.contains("ca_file"),
+        "{text}"
+    );
+}
