@@ -355,6 +355,14 @@ fn writable(dir: &Path) -> Result<(), String> {
 /// `check-store` (D29): 0 sound, 1 damaged or unreadable, with what was found.
 fn check_store(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let at = Config::locations(config)?;
+    if let ap_intake::config::Backend::Postgres(pg) = &at.storage.backend {
+        // D29's check is of the embedded file; PostgreSQL checks its own pages.
+        bail!(
+            "check-store reads the embedded SQLite queue; this configuration keeps the queue in \
+             PostgreSQL ({}), whose integrity its own tools check (amcheck, pg_amcheck)",
+            ap_intake::config::redacted_url(&pg.url)
+        );
+    }
     match ap_intake::queue::sqlite::verify_file(&at.data_dir) {
         Ok(problems) if problems.is_empty() => {
             out!("{}: sound", at.data_dir.join(FILE_NAME).display());
