@@ -4,7 +4,6 @@ use crate::queue::receipt::RequestInfo;
 use crate::queue::{Backoff, NewRecord, Sent, State};
 use postgres::{Client, GenericClient, Transaction};
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 fn ms(t: u64) -> i64 {
@@ -82,26 +81,27 @@ fn receipt_lines(
     records: &[NewRecord],
     versions: &[i64],
 ) -> Result<(), postgres::Error> {
-    let mut heads: HashMap<*const RequestInfo, i64> = HashMap::new();
+    let infos: Vec<&RequestInfo> = records
+        .iter()
+        .filter_map(|r| r.receipt.as_ref().map(|l| l.request.as_ref()))
+        .collect();
+    if infos.is_empty() {
+        return Ok(());
+    }
+    let heads = heads(tx, &infos)?;
     let (mut rids, mut idxs, mut keys, mut vers) = (vec![], vec![], vec![], vec![]);
     for (r, v) in records.iter().zip(versions) {
         let Some(line) = &r.receipt else { continue };
-        let ptr = Arc::as_ptr(&line.request);
-        let rid = match heads.get(&ptr) {
-            Some(rid) => *rid,
-            None => {
-                let rid = head(tx, &line.request)?;
-                heads.insert(ptr, rid);
-                rid
-            }
+        let Some(rid) = heads.get(&(
+            line.request.request_id.as_str(),
+            line.request.api_key.as_str(),
+        )) else {
+            continue;
         };
-        rids.push(rid);
+        rids.push(*rid);
         idxs.push(i32::try_from(line.index).unwrap_or(i32::MAX));
         keys.push(r.key.as_bytes());
         vers.push(*v);
-    }
-    if rids.is_empty() {
-        return Ok(());
     }
     tx.execute(
         "INSERT INTO receipt_line (rid, idx, key, version)
@@ -112,40 +112,74 @@ fn receipt_lines(
     Ok(())
 }
 
-/// The receipt row of a request: the one an earlier part of it wrote, or a new one that
-/// replaces an older request's with the same id and key.
-fn head(tx: &mut Transaction<'_>, info: &RequestInfo) -> Result<i64, postgres::Error> {
-    let nonce = info.nonce as i64;
-    let found = tx.query_opt(
-        "SELECT rid, nonce FROM receipt WHERE request_id = $1 AND api_key = $2 FOR UPDATE",
-        &[&info.request_id, &info.api_key],
-    )?;
-    if let Some(row) = found {
-        let (rid, n): (i64, i64) = (row.get(0), row.get(1));
-        if n != nonce {
-            tx.execute("DELETE FROM receipt_line WHERE rid = $1", &[&rid])?;
-            tx.execute(
-                "UPDATE receipt SET nonce = $2, interface = $3, received_at = $4 WHERE rid = $1",
-                &[&rid, &nonce, &info.interface, &ms(info.received_at_ms)],
-            )?;
-        }
-        return Ok(rid);
+/// The receipt rows of the requests of one transaction, in three statements whatever their
+/// number: new heads inserted, a head of an older request with the same id and key replaced
+/// (its lines dropped), the heads an earlier part of the same request wrote looked up. Heads
+/// go in (id, key) order, the same on every node.
+fn heads<'r>(
+    tx: &mut Transaction<'_>,
+    infos: &[&'r RequestInfo],
+) -> Result<HashMap<(&'r str, &'r str), i64>, postgres::Error> {
+    // One head per (id, key): a later request in the transaction wins.
+    let mut latest: HashMap<(&str, &str), &RequestInfo> = HashMap::new();
+    for info in infos {
+        latest.insert((info.request_id.as_str(), info.api_key.as_str()), info);
     }
-    let row = tx.query_one(
+    let mut wanted: Vec<&RequestInfo> = latest.into_values().collect();
+    wanted.sort_by(|a, b| (&a.request_id, &a.api_key).cmp(&(&b.request_id, &b.api_key)));
+    let ids: Vec<&str> = wanted.iter().map(|i| i.request_id.as_str()).collect();
+    let keys: Vec<&str> = wanted.iter().map(|i| i.api_key.as_str()).collect();
+    let nonces: Vec<i64> = wanted.iter().map(|i| i.nonce as i64).collect();
+    let ifaces: Vec<&str> = wanted.iter().map(|i| i.interface).collect();
+    let ats: Vec<i64> = wanted.iter().map(|i| ms(i.received_at_ms)).collect();
+    let written = tx.query(
         "INSERT INTO receipt (request_id, api_key, nonce, interface, received_at)
-         VALUES ($1, $2, $3, $4, $5)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[])
          ON CONFLICT (request_id, api_key) DO UPDATE SET nonce = excluded.nonce,
            interface = excluded.interface, received_at = excluded.received_at
-         RETURNING rid",
-        &[
-            &info.request_id,
-            &info.api_key,
-            &nonce,
-            &info.interface,
-            &ms(info.received_at_ms),
-        ],
+           WHERE receipt.nonce <> excluded.nonce
+         RETURNING rid, request_id, api_key, xmax::text <> '0'",
+        &[&ids, &keys, &nonces, &ifaces, &ats],
     )?;
-    Ok(row.get(0))
+    let mut out: HashMap<(&str, &str), i64> = HashMap::new();
+    let mut replaced: Vec<i64> = Vec::new();
+    for row in &written {
+        let (id, key): (&str, &str) = (row.get(1), row.get(2));
+        if let Some(info) = wanted
+            .iter()
+            .find(|i| i.request_id == id && i.api_key == key)
+        {
+            out.insert(
+                (info.request_id.as_str(), info.api_key.as_str()),
+                row.get(0),
+            );
+        }
+        if row.get::<_, bool>(3) {
+            replaced.push(row.get(0));
+        }
+    }
+    if !replaced.is_empty() {
+        tx.execute("DELETE FROM receipt_line WHERE rid = ANY($1)", &[&replaced])?;
+    }
+    if out.len() < wanted.len() {
+        let rest = tx.query(
+            "SELECT r.rid, r.request_id, r.api_key FROM receipt r
+             JOIN unnest($1::text[], $2::text[]) AS w(request_id, api_key)
+               ON r.request_id = w.request_id AND r.api_key = w.api_key",
+            &[&ids, &keys],
+        )?;
+        for row in &rest {
+            let (id, key): (&str, &str) = (row.get(1), row.get(2));
+            if let Some(info) = wanted
+                .iter()
+                .find(|i| i.request_id == id && i.api_key == key)
+            {
+                out.entry((info.request_id.as_str(), info.api_key.as_str()))
+                    .or_insert(row.get(0));
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn sent_arrays(sent: &[Sent]) -> (Vec<&[u8]>, Vec<i64>) {
