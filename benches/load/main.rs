@@ -256,6 +256,7 @@ fn main() {
                     .expect("open the queue"),
                 ),
             };
+            delivery::fill_in(store.as_ref(), records, "D", interfaces);
             let rate = runtime.block_on(delivery::drain(
                 store, records, batch_size, interfaces, hang,
             ));

@@ -66,6 +66,8 @@ pub struct PostgresStore {
     lease: Duration,
     shown: String,
     heartbeat: Option<Heartbeat>,
+    /// Per interface, where this node's last batch ended (`read::lease`).
+    cursors: Mutex<std::collections::HashMap<String, (i64, i64)>>,
 }
 
 impl PostgresStore {
@@ -94,6 +96,7 @@ impl PostgresStore {
             lease: settings.lease,
             shown,
             heartbeat: None,
+            cursors: Mutex::default(),
         };
         let found = store.with(migrate)?;
         if found > SCHEMA_VERSION {
@@ -108,6 +111,24 @@ impl PostgresStore {
             store.heartbeat = Some(Heartbeat::start(&store)?);
         }
         Ok(store)
+    }
+
+    fn cursor(&self, interface: &str) -> Option<(i64, i64)> {
+        self.cursors.lock().ok()?.get(interface).copied()
+    }
+
+    /// The line up to `place` is delivered: later batches start after it.
+    fn advance_cursor(&self, interface: &str, place: (i64, i64)) {
+        if let Ok(mut c) = self.cursors.lock() {
+            let at = c.entry(interface.to_string()).or_insert(place);
+            *at = (*at).max(place);
+        }
+    }
+
+    fn forget_cursors(&self) {
+        if let Ok(mut c) = self.cursors.lock() {
+            c.clear();
+        }
     }
 
     /// This node's name.

@@ -8,6 +8,9 @@ use std::time::Duration;
 const COLUMNS: &str =
     "key, interface, state, version, queued_at, seq, updated_at, attempts, last_error, xml";
 
+/// An item with its place in the line: `(queued_at, seq, (key, item))`.
+pub(super) type Placed = (i64, i64, (QueueKey, Item));
+
 fn unsigned(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
@@ -43,18 +46,26 @@ pub(super) fn get(c: &mut Client, key: &QueueKey) -> Result<Option<Item>, postgr
 
 /// The next pending items of an interface in delivery order, leased to `node` (D39): items
 /// another node holds are skipped, and so are items locked by a node taking them right now.
+///
+/// `after` is where this node's previous batch of the interface ended: the rows before it
+/// are mostly the ones it delivered, dead until vacuumed, and an index scan from the start
+/// of the line would wade through all of them on every batch. Only when the line after it
+/// runs short is the line read from its start (a resend keeps its place, D16; a failed
+/// batch is retried from the start, see `PostgresStore::pending`).
 pub(super) fn lease(
     tx: &mut Transaction<'_>,
     interface: &str,
     limit: usize,
     node: &str,
     lease: Duration,
-) -> Result<Vec<(QueueKey, Item)>, postgres::Error> {
+    after: Option<(i64, i64)>,
+) -> Result<Vec<Placed>, postgres::Error> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let (at, seq) = after.unwrap_or((i64::MIN, i64::MIN));
     let sql = format!(
         "WITH picked AS (
            SELECT key FROM item
-           WHERE interface = $1 AND state = 0
+           WHERE interface = $1 AND state = 0 AND (queued_at, seq) > ($5, $6)
              AND (lease_until IS NULL OR lease_until < now() OR lease_node = $3)
            ORDER BY queued_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED)
          UPDATE item i SET lease_node = $3, lease_until = now() + make_interval(secs => $4)
@@ -66,11 +77,13 @@ pub(super) fn lease(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let rows = tx.query(&sql, &[&interface, &limit, &node, &lease.as_secs_f64()])?;
-    let mut items: Vec<(i64, i64, (QueueKey, Item))> =
-        rows.iter().map(|r| (r.get(4), r.get(5), item(r))).collect();
+    let rows = tx.query(
+        &sql,
+        &[&interface, &limit, &node, &lease.as_secs_f64(), &at, &seq],
+    )?;
+    let mut items: Vec<Placed> = rows.iter().map(|r| (r.get(4), r.get(5), item(r))).collect();
     items.sort_by_key(|(at, seq, _)| (*at, *seq));
-    Ok(items.into_iter().map(|(_, _, i)| i).collect())
+    Ok(items)
 }
 
 /// Keys in a state, of one interface or all, in delivery order.

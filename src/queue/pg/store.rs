@@ -34,9 +34,27 @@ impl Store for PostgresStore {
         self.with(|c| read::get(c, key))
     }
 
-    /// The next batch, leased to this node (D39).
+    /// The next batch, leased to this node (D39): after where the last delivered one ended,
+    /// then from the start of the line when that runs short.
     fn pending(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError> {
-        self.tx(|tx| read::lease(tx, interface, limit, &self.node, self.lease))
+        let after = self.cursor(interface);
+        let (node, lease) = (&self.node, self.lease);
+        let items = self.tx(|tx| {
+            let mut items = read::lease(tx, interface, limit, node, lease, after)?;
+            if items.len() < limit && after.is_some() {
+                let more = read::lease(tx, interface, limit - items.len(), node, lease, None)?;
+                let taken: std::collections::HashSet<Vec<u8>> = items
+                    .iter()
+                    .map(|(_, _, (k, _))| k.as_bytes().to_vec())
+                    .collect();
+                items.extend(
+                    more.into_iter()
+                        .filter(|(_, _, (k, _))| !taken.contains(k.as_bytes())),
+                );
+            }
+            Ok(items)
+        })?;
+        Ok(items.into_iter().map(|(_, _, i)| i).collect())
     }
 
     fn keys(&self, state: State, interface: Option<&str>) -> Result<Vec<QueueKey>, StoreError> {
@@ -44,10 +62,19 @@ impl Store for PostgresStore {
     }
 
     fn delivered(&self, sent: &[Sent]) -> Result<usize, StoreError> {
-        self.tx(|tx| write::delivered(tx, sent, &self.node))
+        let gone = self.tx(|tx| write::delivered(tx, sent, &self.node))?;
+        for (interface, (_, place)) in &gone {
+            self.advance_cursor(interface, *place);
+        }
+        Ok(gone
+            .values()
+            .map(|(n, _)| usize::try_from(*n).unwrap_or(0))
+            .sum())
     }
 
+    /// The batch is retried from the start of the line.
     fn failed(&self, sent: &[Sent], error: &str) -> Result<(), StoreError> {
+        self.forget_cursors();
         self.tx(|tx| write::failed(tx, sent, error))
     }
 

@@ -188,25 +188,32 @@ fn sent_arrays(sent: &[Sent]) -> (Vec<&[u8]>, Vec<i64>) {
         .unzip()
 }
 
+/// Of one interface's delivered items: how many, and the place in the line of the last.
+pub(super) type Gone = (i64, (i64, i64));
+
 /// Removes delivered items still at the version sent and counts them; every version sent is
-/// noted as delivered for its receipt (D38); this node's leases on the keys end.
+/// noted as delivered for its receipt (D38); this node's leases on the keys end. Returns,
+/// per interface, how many went and the place in the line of the last of them.
 pub(super) fn delivered(
     tx: &mut Transaction<'_>,
     sent: &[Sent],
     node: &str,
-) -> Result<usize, postgres::Error> {
+) -> Result<HashMap<String, Gone>, postgres::Error> {
     let (keys, vers) = sent_arrays(sent);
     let gone = tx.query(
         "DELETE FROM item i USING unnest($1::bytea[], $2::bigint[]) AS s(key, version)
          WHERE i.key = s.key AND i.version = s.version AND i.state = 0
-         RETURNING i.interface",
+         RETURNING i.interface, i.queued_at, i.seq",
         &[&keys, &vers],
     )?;
-    let mut counts: HashMap<String, i64> = HashMap::new();
+    let mut counts: HashMap<String, Gone> = HashMap::new();
     for row in &gone {
-        *counts.entry(row.get(0)).or_default() += 1;
+        let place = (row.get(1), row.get(2));
+        let entry = counts.entry(row.get(0)).or_insert((0, place));
+        entry.0 += 1;
+        entry.1 = entry.1.max(place);
     }
-    for (interface, n) in &counts {
+    for (interface, (n, _)) in &counts {
         tx.execute(
             "INSERT INTO delivered VALUES ($1, $2)
              ON CONFLICT (interface) DO UPDATE SET n = delivered.n + excluded.n",
@@ -224,7 +231,7 @@ pub(super) fn delivered(
          WHERE key = ANY($1) AND lease_node = $2",
         &[&keys, &node],
     )?;
-    Ok(gone.len())
+    Ok(counts)
 }
 
 /// Counts a failed attempt on the items still at the version sent.
