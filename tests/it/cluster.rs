@@ -375,3 +375,49 @@ fn d39_tls_to_the_database_is_verified() {
         "{text}"
     );
 }
+
+/// A node cut off from the database while its delivery hangs cannot renew its leases: they
+/// lapse and another node delivers (D39). When the cut-off node comes back, what it then
+/// reports of its stale batch changes nothing the other node did.
+#[test]
+fn d39_a_partitioned_nodes_leases_lapse_and_another_node_delivers() {
+    let db = database!();
+    let hanging = Receiver::start();
+    let held = hanging.hold();
+    let platform = Receiver::start();
+    platform.answer(|_| ok());
+    let proxy = Proxy::start(db.server());
+    let lease_secs = 5;
+    let dir = tempfile::tempdir().unwrap();
+    let text = db.config_via(
+        &db.url_at(proxy.addr),
+        &dir.path().join("data"),
+        &hanging.url(),
+        FAST,
+        "cut-off",
+        lease_secs,
+    );
+    let a = TestApp::start_config(dir, Config::parse(&text, Path::new("a.toml")).unwrap());
+    let records: Vec<Value> = (0..20).map(|i| gl(&format!("Q{i:02}"))).collect();
+    assert_eq!(a.post_records(GL, &records).status, 202);
+    eventually("node a is delivering", WAIT, || held.arrived() >= 1);
+    proxy.cut();
+    let cut = Instant::now();
+    let b = node(&db, &platform.url(), "b", lease_secs);
+    eventually("node b delivers what a held", WAIT, || {
+        deliveries(&platform).len() == 20
+    });
+    let took = cut.elapsed();
+    eprintln!(
+        "D39 partition: node b delivered the 20 records {took:?} after node a was cut off (lease {lease_secs} s)"
+    );
+    assert!(
+        took >= Duration::from_secs(lease_secs - 1),
+        "not before the lease lapsed: {took:?}"
+    );
+    proxy.restore();
+    held.release(); // node a's stale delivery now completes
+    eventually("the queue is empty", WAIT, || pending(&b) == 0);
+    let stats = b.store().stats(GL_ID).unwrap();
+    assert_eq!((stats.pending, stats.rejected), (0, 0));
+}

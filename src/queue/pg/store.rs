@@ -75,7 +75,7 @@ impl Store for PostgresStore {
     /// The batch is retried from the start of the line.
     fn failed(&self, sent: &[Sent], error: &str) -> Result<(), StoreError> {
         self.forget_cursors();
-        self.tx(|tx| write::failed(tx, sent, error))
+        self.tx(|tx| write::failed(tx, sent, error, &self.node))
     }
 
     fn reject(&self, sent: &Sent, error: &str) -> Result<bool, StoreError> {

@@ -234,18 +234,21 @@ pub(super) fn delivered(
     Ok(counts)
 }
 
-/// Counts a failed attempt on the items still at the version sent.
+/// Counts a failed attempt on the items still at the version sent, unless another node has
+/// taken them since (fenced: a node whose lease lapsed does not write over its successor).
 pub(super) fn failed(
     tx: &mut Transaction<'_>,
     sent: &[Sent],
     error: &str,
+    node: &str,
 ) -> Result<(), postgres::Error> {
     let (keys, vers) = sent_arrays(sent);
     tx.execute(
         "UPDATE item i SET attempts = attempts + 1, last_error = $3
          FROM unnest($1::bytea[], $2::bigint[]) AS s(key, version)
-         WHERE i.key = s.key AND i.version = s.version AND i.state = 0",
-        &[&keys, &vers, &error],
+         WHERE i.key = s.key AND i.version = s.version AND i.state = 0
+           AND (i.lease_node IS NULL OR i.lease_node = $4)",
+        &[&keys, &vers, &error, &node],
     )?;
     Ok(())
 }
