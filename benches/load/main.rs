@@ -196,26 +196,11 @@ fn main() {
                 served = Some(run);
             }
             if !service_only {
-                let store: std::sync::Arc<dyn ap_intake::queue::Store> = match &postgres {
-                    Some(url) => {
-                        pg::reset(url);
-                        std::sync::Arc::new(
-                            ap_intake::queue::PostgresStore::open(
-                                &pg::settings(url, "bench-limit"),
-                                false,
-                            )
-                            .expect("open the PostgreSQL queue"),
-                        )
-                    }
-                    None => std::sync::Arc::new(
-                        ap_intake::queue::SqliteStore::open(
-                            &dir.path().join("limit"),
-                            ap_intake::queue::Mode::Serve,
-                            0,
-                        )
-                        .expect("open the queue"),
-                    ),
-                };
+                let store = pg::fresh_store(
+                    postgres.as_deref(),
+                    &dir.path().join("limit"),
+                    "bench-limit",
+                );
                 let mut limit = runtime.block_on(intake::in_process(store, &load));
                 limit.print("in-process limit");
                 if let Some(s) = &served {
@@ -239,23 +224,7 @@ fn main() {
             hang,
             postgres,
         } => {
-            let store: std::sync::Arc<dyn ap_intake::queue::Store> = match &postgres {
-                Some(url) => {
-                    pg::reset(url);
-                    std::sync::Arc::new(
-                        ap_intake::queue::PostgresStore::open(&pg::settings(url, "bench"), false)
-                            .expect("open the PostgreSQL queue"),
-                    )
-                }
-                None => std::sync::Arc::new(
-                    ap_intake::queue::SqliteStore::open(
-                        &dir.path().join("queue"),
-                        ap_intake::queue::Mode::Serve,
-                        0,
-                    )
-                    .expect("open the queue"),
-                ),
-            };
+            let store = pg::fresh_store(postgres.as_deref(), &dir.path().join("queue"), "bench");
             delivery::fill_in(store.as_ref(), records, "D", interfaces);
             let rate = runtime.block_on(delivery::drain(
                 store, records, batch_size, interfaces, hang,

@@ -28,3 +28,25 @@ pub fn settings(url: &str, node: &str) -> Postgres {
         Backend::Sqlite => unreachable!("the config names postgres"),
     }
 }
+
+/// A fresh, empty queue: on PostgreSQL at `postgres` (node `node`) when given, else SQLite in
+/// `dir`.
+pub fn fresh_store(
+    postgres: Option<&str>,
+    dir: &Path,
+    node: &str,
+) -> std::sync::Arc<dyn ap_intake::queue::Store> {
+    match postgres {
+        Some(url) => {
+            reset(url);
+            std::sync::Arc::new(
+                ap_intake::queue::PostgresStore::open(&settings(url, node), false)
+                    .expect("open the PostgreSQL queue"),
+            )
+        }
+        None => std::sync::Arc::new(
+            ap_intake::queue::SqliteStore::open(dir, ap_intake::queue::Mode::Serve, 0)
+                .expect("open the queue"),
+        ),
+    }
+}

@@ -34,7 +34,14 @@ macro_rules! database {
 /// A node in-process on `db`, delivering to `platform`.
 fn node(db: &TestDb, platform: &str, name: &str, lease_secs: u64) -> TestApp {
     let dir = tempfile::tempdir().unwrap();
-    let text = db.config(&dir.path().join("data"), platform, FAST, name, lease_secs);
+    let text = db.config(
+        &db.url,
+        &dir.path().join("data"),
+        platform,
+        FAST,
+        name,
+        lease_secs,
+    );
     let config = Config::parse(&text, Path::new("node.toml")).unwrap();
     TestApp::start_config(dir, config)
 }
@@ -147,6 +154,7 @@ fn d39_a_killed_nodes_records_are_delivered_by_another_node() {
     std::fs::write(
         &file,
         db.config(
+            &db.url,
             &dir.path().join("data"),
             &hanging.url(),
             FAST,
@@ -188,7 +196,7 @@ fn d39_a_database_outage_is_503_and_both_sides_recover() {
     platform.answer(|_| ok());
     let proxy = Proxy::start(db.server());
     let dir = tempfile::tempdir().unwrap();
-    let text = db.config_via(
+    let text = db.config(
         &db.url_at(proxy.addr),
         &dir.path().join("data"),
         &platform.url(),
@@ -389,7 +397,7 @@ fn d39_a_partitioned_nodes_leases_lapse_and_another_node_delivers() {
     let proxy = Proxy::start(db.server());
     let lease_secs = 5;
     let dir = tempfile::tempdir().unwrap();
-    let text = db.config_via(
+    let text = db.config(
         &db.url_at(proxy.addr),
         &dir.path().join("data"),
         &hanging.url(),

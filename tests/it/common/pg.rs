@@ -76,28 +76,9 @@ impl Drop for TestDb {
 }
 
 impl TestDb {
-    /// A service config on this database (node `node`, leases of `lease_secs`), delivering
-    /// to `platform_url`.
+    /// A service config on this database, reached at `url` (its own, or a [`Proxy`]'s), as
+    /// node `node` with leases of `lease_secs`, delivering to `platform_url`.
     pub fn config(
-        &self,
-        data_dir: &std::path::Path,
-        platform_url: &str,
-        extra_tables: &str,
-        node: &str,
-        lease_secs: u64,
-    ) -> String {
-        self.config_via(
-            &self.url,
-            data_dir,
-            platform_url,
-            extra_tables,
-            node,
-            lease_secs,
-        )
-    }
-
-    /// [`Self::config`] reaching the database at `url` (through a [`Proxy`], say).
-    pub fn config_via(
         &self,
         url: &str,
         data_dir: &std::path::Path,
