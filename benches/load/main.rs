@@ -22,6 +22,7 @@
 mod delivery;
 mod intake;
 mod memory;
+mod nginx;
 mod pg;
 mod records;
 mod report;
@@ -75,6 +76,10 @@ enum What {
         /// Service nodes sharing the queue (with --postgres); the clients are spread over them.
         #[arg(long, default_value_t = 1, requires = "postgres")]
         nodes: usize,
+        /// Also send the same load to nginx answering a static 202 (started on a free port)
+        /// and print the service's share of it.
+        #[arg(long)]
+        nginx: bool,
     },
     /// Drain pending records to a local receiver.
     Delivery {
@@ -140,6 +145,7 @@ fn main() {
             no_receipts,
             postgres,
             nodes,
+            nginx,
         } => {
             let iface =
                 by_path(&interface).unwrap_or_else(|| panic!("{interface} is not an interface"));
@@ -193,6 +199,16 @@ fn main() {
                 drop(svcs);
                 run.print("service");
                 println!("service resident memory after the run: {rss:.1} MiB");
+                if nginx {
+                    if let Some(n) = nginx::Nginx::start(dir.path()) {
+                        let mut base = runtime.block_on(intake::against_service(&[n.addr], &load));
+                        base.print("nginx static 202");
+                        println!(
+                            "ratio service / nginx: {:.2}",
+                            run.records_per_sec() / base.records_per_sec()
+                        );
+                    }
+                }
                 served = Some(run);
             }
             if !service_only {
