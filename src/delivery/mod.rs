@@ -29,7 +29,7 @@ pub use crate::config::DeliverySettings as Settings;
 
 /// Wakes the lanes when there is new work (records stored, a record requeued).
 #[derive(Clone)]
-pub struct Waker(Arc<Vec<SyncSender<()>>>);
+pub struct Waker(Arc<Vec<(&'static str, SyncSender<()>)>>);
 
 impl Waker {
     /// A waker that wakes nothing (for an intake without delivery).
@@ -39,8 +39,17 @@ impl Waker {
 
     /// Asks every lane to look at the queue now (a lane backing off stays put).
     pub fn wake(&self) {
-        for tx in self.0.iter() {
+        for (_, tx) in self.0.iter() {
             let _ = tx.try_send(()); // a wake-up already queued covers this one
+        }
+    }
+
+    /// Asks the lane of one interface to look at the queue now: records stored through an
+    /// interface join that interface's line only, so the other lanes have nothing new (and
+    /// waking them would cost a read each, per request).
+    pub fn wake_interface(&self, interface: &str) {
+        for (_, tx) in self.0.iter().filter(|(id, _)| *id == interface) {
+            let _ = tx.try_send(());
         }
     }
 }
@@ -92,7 +101,7 @@ impl Worker {
         let mut wakers = Vec::with_capacity(INTERFACES.len());
         for iface in &INTERFACES {
             let (wake_tx, wake_rx) = sync_channel(1);
-            wakers.push(wake_tx);
+            wakers.push((iface.id, wake_tx));
             let lane = lane::Lane::new(iface, Arc::clone(&shared), wake_rx);
             let done_tx = done_tx.clone();
             std::thread::Builder::new()
@@ -134,5 +143,32 @@ impl Worker {
             let left = until.saturating_duration_since(Instant::now());
             done.recv_timeout(left).is_ok()
         })
+    }
+}
+
+#[cfg(test)]
+mod waker_tests {
+    use super::Waker;
+    use std::sync::Arc;
+    use std::sync::mpsc::sync_channel;
+
+    /// Records stored through one interface wake that interface's lane only: every other
+    /// lane would spend a read of the queue per request on it.
+    #[test]
+    fn an_interface_wakes_its_own_lane_only() {
+        let (gl_tx, gl_rx) = sync_channel(1);
+        let (po_tx, po_rx) = sync_channel(1);
+        let waker = Waker(Arc::new(vec![
+            ("general-ledger-codes-v1", gl_tx),
+            ("purchase-orders-v1", po_tx),
+        ]));
+        waker.wake_interface("general-ledger-codes-v1");
+        assert!(gl_rx.try_recv().is_ok());
+        assert!(
+            po_rx.try_recv().is_err(),
+            "another interface's lane was woken"
+        );
+        waker.wake();
+        assert!(gl_rx.try_recv().is_ok() && po_rx.try_recv().is_ok());
     }
 }

@@ -208,7 +208,7 @@ impl Intake {
         }
         if !accepted.is_empty() {
             self.writer.store(accepted).await?;
-            self.delivery.wake();
+            self.delivery.wake_interface(iface.id);
         }
         Ok(outcome)
     }
