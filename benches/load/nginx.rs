@@ -1,4 +1,4 @@
-//! The baseline of issue 17: nginx from the OS packages answering a static 202 to the same
+//! A baseline for single-record throughput: nginx from the OS packages answering a static 202 to the same
 //! requests, started by the benchmark on a free loopback port.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};

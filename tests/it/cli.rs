@@ -1,4 +1,4 @@
-//! The operator's command line (D34 and issue 13): exit statuses, a closed stdout, `serve
+//! The operator's command line (D34): exit statuses, a closed stdout, `serve
 //! --listen`, listeners and data directories already in use, `check-config` on the data
 //! directory, and `status` as an admin reads it.
 
