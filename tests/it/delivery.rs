@@ -8,7 +8,7 @@ use common::*;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const GL: &str = "/general-ledger-codes/v1";
@@ -135,15 +135,7 @@ fn platform_credentials_are_sent_from_files() {
 #[test]
 fn an_outage_is_retried_until_every_key_arrives_in_its_latest_version() {
     let platform = Receiver::start();
-    let up = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&up);
-    platform.answer(move |_| {
-        if flag.load(Ordering::Relaxed) {
-            ok()
-        } else {
-            (503, vec![], "maintenance".into())
-        }
-    });
+    let up = platform.down("maintenance");
     let app = TestApp::delivering_to(&platform.url(), FAST);
     for round in 0..4 {
         let records: Vec<Value> = (0..20)

@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 const GL: &str = "/general-ledger-codes/v1";
@@ -411,15 +411,7 @@ fn d38_a_rejected_record_shows_when_it_was_rejected() {
 #[test]
 fn d38_a_record_replaced_before_delivery_is_superseded() {
     let platform = Receiver::start();
-    let open = Arc::new(AtomicBool::new(false));
-    let o = Arc::clone(&open);
-    platform.answer(move |_| {
-        if o.load(Ordering::Relaxed) {
-            ok()
-        } else {
-            (503, vec![], "platform busy".into())
-        }
-    });
+    let open = platform.down("platform busy");
     let app = TestApp::delivering_to(&platform.url(), FAST);
     let first = accepted(&app, &[gl("S1"), gl("S2")]);
     past(app.item(&gl_key("S1")).unwrap().updated_at_ms);

@@ -78,6 +78,20 @@ impl Receiver {
         *self.handler.lock().unwrap() = Arc::new(f);
     }
 
+    /// Answers 503 with `reason` until the returned flag is set, then 200.
+    pub fn down(&self, reason: &'static str) -> Arc<std::sync::atomic::AtomicBool> {
+        let up = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = Arc::clone(&up);
+        self.answer(move |_| {
+            if flag.load(Ordering::Relaxed) {
+                ok()
+            } else {
+                (503, vec![], reason.into())
+            }
+        });
+        up
+    }
+
     /// Holds every request until [`Held::release`], then answers 200; counts arrivals.
     pub fn hold(&self) -> Held {
         let held = Held::default();
