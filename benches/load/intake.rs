@@ -1,5 +1,5 @@
 //! The load generator (async, keep-alive) against the running service, and the in-process
-//! limit: the same bodies through `Intake::submit` (validation, XML, sled, group commit with
+//! limit: the same bodies through `Intake::submit` (validation, XML, the queue, group commit with
 //! fsync) without HTTP.
 
 use crate::records::Records;

@@ -1,7 +1,7 @@
 //! Benchmarks of ap-intake (see BENCHMARKS.md):
 //!
 //! ```text
-//! cargo bench --bench load -- intake [--interface PATH] [--records N] [--concurrency C] [--duration S]
+//! cargo bench --bench load -- intake [--interface PATH|all] [--records N] [--concurrency C] [--duration S]
 //! cargo bench --bench load -- delivery [--records N] [--batch-size B] [--interfaces K] [--hang]
 //! cargo bench --bench load -- scale [--records N]
 //! cargo bench --bench load -- memory [--concurrency C] [--body-mib M] [--rounds R] [--timeline]
@@ -10,7 +10,7 @@
 //!
 //! `intake` starts the release binary on a loopback port, drives it from C keep-alive clients
 //! for S seconds with requests of N records with unique keys, then runs the same load through
-//! the intake in-process (validation, XML, sled, group commit with fsync; no HTTP) and reports
+//! the intake in-process (validation, XML, the queue, group commit with fsync; no HTTP) and reports
 //! both and their ratio.
 #![allow(
     clippy::unwrap_used,
@@ -29,7 +29,7 @@ mod report;
 mod scale;
 mod service;
 
-use ap_intake::interfaces::by_path;
+use ap_intake::interfaces::{INTERFACES, Interface, by_path};
 use clap::{Parser, Subcommand};
 use std::time::Duration;
 
@@ -51,6 +51,7 @@ struct Args {
 enum What {
     /// The service under load, and the in-process limit.
     Intake {
+        /// The interface's path, or `all` for each in turn (and a table at the end).
         #[arg(long, default_value = "/general-ledger-codes/v1")]
         interface: String,
         /// Records per request.
@@ -147,87 +148,49 @@ fn main() {
             nodes,
             nginx,
         } => {
-            let iface =
-                by_path(&interface).unwrap_or_else(|| panic!("{interface} is not an interface"));
-            let load = intake::Load {
-                iface,
-                per_request: records,
-                concurrency,
-                duration: Duration::from_secs(duration),
-                receipts: !no_receipts,
+            let ifaces: Vec<&'static Interface> = if interface == "all" {
+                INTERFACES.iter().collect()
+            } else {
+                vec![
+                    by_path(&interface)
+                        .unwrap_or_else(|| panic!("{interface} is not an interface")),
+                ]
             };
-            println!(
-                "intake: {} records/request, {concurrency} clients, {duration} s, {}{}{}",
-                records,
-                iface.path,
-                if no_receipts { ", no receipts" } else { "" },
-                match &postgres {
-                    Some(_) => format!(", PostgreSQL, {nodes} node(s)"),
-                    None => String::new(),
-                }
-            );
-            let mut served = None;
+            let side = Side {
+                service: !limit_only,
+                limit: !service_only,
+                nginx,
+                postgres,
+                nodes,
+            };
             let mut failures = 0;
-            if !limit_only {
-                if let Some(url) = &postgres {
-                    pg::reset(url);
-                }
-                let svcs: Vec<service::Service> = (0..nodes)
-                    .map(|n| {
-                        let node = format!("bench-{n}");
-                        let config = service::write_config_on(
-                            dir.path(),
-                            &dir.path().join(&node),
-                            None,
-                            postgres.as_deref().map(|u| (u, node.as_str())),
-                            &format!("{node}.toml"),
-                        );
-                        if no_receipts {
-                            let text = std::fs::read_to_string(&config).expect("read config");
-                            std::fs::write(&config, text + "[receipts]\nretention_days = 0\n")
-                                .expect("write config");
-                        }
-                        service::Service::start(&config)
-                    })
-                    .collect();
-                let addrs: Vec<_> = svcs.iter().map(|s| s.addr).collect();
-                let mut run = runtime.block_on(intake::against_service(&addrs, &load));
-                let rss = svcs
-                    .iter()
-                    .map(service::Service::rss_mib)
-                    .fold(0.0, f64::max);
-                drop(svcs);
-                run.print("service");
-                println!("service resident memory after the run: {rss:.1} MiB");
-                if nginx {
-                    if let Some(n) = nginx::Nginx::start(dir.path()) {
-                        let mut base = runtime.block_on(intake::against_service(&[n.addr], &load));
-                        base.print("nginx static 202");
-                        println!(
-                            "ratio service / nginx: {:.2}",
-                            run.records_per_sec() / base.records_per_sec()
-                        );
-                    }
-                }
-                served = Some(run);
+            let mut summary = Vec::new();
+            for iface in ifaces {
+                let load = intake::Load {
+                    iface,
+                    per_request: records,
+                    concurrency,
+                    duration: Duration::from_secs(duration),
+                    receipts: !no_receipts,
+                };
+                let (served, limit) = intake_run(&runtime, dir.path(), &load, &side);
+                failures += served.as_ref().map_or(0, |r| r.errors);
+                failures += limit.as_ref().map_or(0, |r| r.errors);
+                summary.push((iface.path, served, limit));
             }
-            if !service_only {
-                let store = pg::fresh_store(
-                    postgres.as_deref(),
-                    &dir.path().join("limit"),
-                    "bench-limit",
+            if summary.len() > 1 {
+                println!(
+                    "\n{:<32} {:>18} {:>18}",
+                    "interface", "service records/s", "limit records/s"
                 );
-                let mut limit = runtime.block_on(intake::in_process(store, &load));
-                limit.print("in-process limit");
-                if let Some(s) = &served {
-                    println!(
-                        "ratio service / limit: {:.2}",
-                        s.records_per_sec() / limit.records_per_sec()
-                    );
+                for (path, served, limit) in &summary {
+                    let rate = |r: &Option<report::Run>| {
+                        r.as_ref()
+                            .map_or("-".to_string(), |r| format!("{:.0}", r.records_per_sec()))
+                    };
+                    println!("{path:<32} {:>18} {:>18}", rate(served), rate(limit));
                 }
-                failures += limit.errors;
             }
-            failures += served.map_or(0, |s| s.errors);
             if failures > 0 {
                 eprintln!("{failures} request(s) failed");
                 std::process::exit(1);
@@ -270,6 +233,99 @@ fn main() {
             }
         }
     }
+}
+
+/// Which sides an intake run measures, and where its queue is.
+struct Side {
+    service: bool,
+    limit: bool,
+    nginx: bool,
+    postgres: Option<String>,
+    nodes: usize,
+}
+
+/// One intake load against the service (and nginx) and in-process; prints each side.
+fn intake_run(
+    runtime: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    load: &intake::Load,
+    side: &Side,
+) -> (Option<report::Run>, Option<report::Run>) {
+    let (iface, postgres) = (load.iface, side.postgres.as_deref());
+    println!(
+        "intake: {} records/request, {} clients, {} s, {}{}{}",
+        load.per_request,
+        load.concurrency,
+        load.duration.as_secs(),
+        iface.path,
+        if load.receipts { "" } else { ", no receipts" },
+        match postgres {
+            Some(_) => format!(", PostgreSQL, {} node(s)", side.nodes),
+            None => String::new(),
+        }
+    );
+    let mut served = None;
+    if side.service {
+        if let Some(url) = postgres {
+            pg::reset(url);
+        }
+        let svcs: Vec<service::Service> = (0..side.nodes)
+            .map(|n| {
+                let node = format!("bench-{}-{n}", iface.id);
+                let config = service::write_config_on(
+                    dir,
+                    &dir.join(&node),
+                    None,
+                    postgres.map(|u| (u, node.as_str())),
+                    &format!("{node}.toml"),
+                );
+                if !load.receipts {
+                    let text = std::fs::read_to_string(&config).expect("read config");
+                    std::fs::write(&config, text + "[receipts]\nretention_days = 0\n")
+                        .expect("write config");
+                }
+                service::Service::start(&config)
+            })
+            .collect();
+        let addrs: Vec<_> = svcs.iter().map(|s| s.addr).collect();
+        let mut run = runtime.block_on(intake::against_service(&addrs, load));
+        let rss = svcs
+            .iter()
+            .map(service::Service::rss_mib)
+            .fold(0.0, f64::max);
+        drop(svcs);
+        run.print("service");
+        println!("service resident memory after the run: {rss:.1} MiB");
+        if side.nginx {
+            if let Some(n) = nginx::Nginx::start(dir) {
+                let mut base = runtime.block_on(intake::against_service(&[n.addr], load));
+                base.print("nginx static 202");
+                println!(
+                    "ratio service / nginx: {:.2}",
+                    run.records_per_sec() / base.records_per_sec()
+                );
+            }
+        }
+        served = Some(run);
+    }
+    let mut limit = None;
+    if side.limit {
+        let store = pg::fresh_store(
+            postgres,
+            &dir.join(format!("limit-{}", iface.id)),
+            "bench-limit",
+        );
+        let mut run = runtime.block_on(intake::in_process(store, load));
+        run.print("in-process limit");
+        if let Some(s) = &served {
+            println!(
+                "ratio service / limit: {:.2}",
+                s.records_per_sec() / run.records_per_sec()
+            );
+        }
+        limit = Some(run);
+    }
+    (served, limit)
 }
 
 fn cpu_model() -> String {

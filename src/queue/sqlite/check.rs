@@ -1,16 +1,17 @@
 //! Integrity (D29): the bounded check at every open, the full one of `check-store`, and the
 //! refusal of a data directory in the old format (D28).
 
-use super::{APPLICATION_ID, FILE_NAME, Mode, SCHEMA_VERSION, connect, error_at, read};
+use super::{APPLICATION_ID, FILE_NAME, Mode, SCHEMA_VERSION, WriterConn, connect, error_at, read};
 use crate::queue::StoreError;
 use rusqlite::Connection;
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// How long the check at the service's start may take. A queue of a few hundred megabytes
+/// How long the check at the service's start may take. A queue of a hundred megabytes or so
 /// is checked whole; of a larger one, the part read in this time, and `check-store` reads
 /// the rest.
-const QUICK_CHECK_BUDGET: Duration = Duration::from_millis(400);
+const QUICK_CHECK_BUDGET: Duration = Duration::from_millis(250);
 /// The same for operator commands (`status` on a stopped service must answer at once) and
 /// for `/readyz`.
 pub(super) const SHORT_CHECK_BUDGET: Duration = Duration::from_millis(50);
@@ -113,29 +114,45 @@ fn integrity(conn: &Connection, pragma: &str) -> Result<Vec<String>, rusqlite::E
     Ok(problems)
 }
 
-/// At the service's start: rows whose state or interface column is damaged (not one of the
-/// states, not text) are quarantined (D29) rather than left where no query finds them, and
-/// the counters are recounted when any was. One pass over the delivery-order index, which
-/// holds both columns (a damaged version or XML is met, and quarantined, on delivery).
-pub(super) fn sweep(conn: &mut Connection) -> Result<(), rusqlite::Error> {
-    let tx = conn.transaction()?;
+/// Rows whose state or interface column is damaged (not one of the states, not text): no
+/// query of the delivery path finds them, so they block nothing, but `status` must show them.
+const MISFIT: &str = "typeof(state) != 'integer' OR state NOT IN (0, 1, 2)
+                      OR typeof(interface) != 'text'";
+
+/// Shortly after the service's start (D29): damaged rows are quarantined rather than left
+/// where no query finds them, and the counters are recounted when any was. One pass over the
+/// delivery-order index, which holds both columns (a damaged version or XML is met, and
+/// quarantined, on delivery). The pass reads on `reader` (a second of reading with a
+/// million rows), so neither the start nor the writer waits for it; only the rows it found
+/// are changed on `writer`, each again only while it is still a misfit.
+pub(super) fn sweep(
+    reader: &Connection,
+    writer: &Mutex<WriterConn>,
+) -> Result<(), rusqlite::Error> {
     let misfits: Vec<i64> = {
-        let mut stmt = tx.prepare(
-            "SELECT rowid FROM item INDEXED BY item_line
-             WHERE typeof(state) != 'integer' OR state NOT IN (0, 1, 2)
-                OR typeof(interface) != 'text'",
-        )?;
+        let mut stmt = reader.prepare(&format!(
+            "SELECT rowid FROM item INDEXED BY item_line WHERE {MISFIT}"
+        ))?;
         let rows = stmt.query_map([], |r| r.get(0))?;
         rows.collect::<Result<_, _>>()?
     };
+    if misfits.is_empty() {
+        return Ok(());
+    }
+    let Ok(mut writer) = writer.lock() else {
+        return Ok(());
+    };
+    let tx = writer.conn.transaction()?;
     let mut n = 0;
     for rowid in &misfits {
         n += tx.execute(
-            "UPDATE item SET state = 2, last_error = 'quarantined: ' || CASE
-               WHEN typeof(state) != 'integer' OR state NOT IN (0, 1, 2)
-                 THEN 'unknown state ' || quote(state)
-               ELSE 'interface is not text: ' || quote(interface) END
-             WHERE rowid = ?1",
+            &format!(
+                "UPDATE item SET state = 2, last_error = 'quarantined: ' || CASE
+                   WHEN typeof(state) != 'integer' OR state NOT IN (0, 1, 2)
+                     THEN 'unknown state ' || quote(state)
+                   ELSE 'interface is not text: ' || quote(interface) END
+                 WHERE rowid = ?1 AND ({MISFIT})"
+            ),
             [rowid],
         )?;
     }

@@ -190,9 +190,6 @@ impl SqliteStore {
         }
         check::quick(&mut conn, &path, mode)?;
         upgrade(&conn).map_err(|e| error_at(&path, e))?;
-        if mode == Mode::Serve {
-            check::sweep(&mut conn).map_err(|e| error_at(&path, e))?;
-        }
         let next_version = read::next_version(&conn).map_err(|e| error_at(&path, e))?;
         let writer = Arc::new(Mutex::new(WriterConn { conn, next_version }));
         let checkpointer = match mode {
@@ -475,6 +472,10 @@ impl Checkpointer {
         let thread = std::thread::Builder::new()
             .name("queue-checkpoint".into())
             .spawn(move || {
+                // D29: after the start, not before it: the pass reads the whole queue.
+                if let Err(e) = check::sweep(&conn, &writer) {
+                    tracing::warn!(error = %e, "looking for damaged queue rows failed");
+                }
                 while let Err(mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(CHECKPOINT_EVERY)
                 {
