@@ -7,6 +7,7 @@ use crate::interfaces::Interface;
 use crate::queue::{Backoff, Item, QueueKey, Sent, StoreError};
 use crate::xml;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,8 @@ pub(super) struct Lane {
     iface: &'static Interface,
     shared: Arc<Shared>,
     wake: Receiver<()>,
+    /// Set while it waits for a retry: intake does not wake it then ([`super::Waker`]).
+    backing_off: Arc<AtomicBool>,
     /// Records per document: `batch_size`, or less after a 413.
     limit: usize,
     backoff: Backoff,
@@ -33,12 +36,18 @@ pub(super) struct Lane {
 }
 
 impl Lane {
-    pub fn new(iface: &'static Interface, shared: Arc<Shared>, wake: Receiver<()>) -> Self {
+    pub fn new(
+        iface: &'static Interface,
+        shared: Arc<Shared>,
+        wake: Receiver<()>,
+        backing_off: Arc<AtomicBool>,
+    ) -> Self {
         let limit = shared.settings.batch_size;
         Self {
             iface,
             shared,
             wake,
+            backing_off,
             limit,
             backoff: Backoff::default(),
             due: Instant::now(),
@@ -66,7 +75,9 @@ impl Lane {
         while !self.shared.stopping() {
             let now = Instant::now();
             if now < self.due {
+                self.backing_off.store(true, Ordering::Relaxed);
                 self.sleep(self.due - now);
+                self.backing_off.store(false, Ordering::Relaxed);
                 continue;
             }
             match self.shared.store.pending(self.iface.id, self.limit) {

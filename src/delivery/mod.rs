@@ -29,7 +29,21 @@ pub use crate::config::DeliverySettings as Settings;
 
 /// Wakes the lanes when there is new work (records stored, a record requeued).
 #[derive(Clone)]
-pub struct Waker(Arc<Vec<(&'static str, SyncSender<()>)>>);
+pub struct Waker(Arc<Vec<Bell>>);
+
+/// How a lane is woken: its channel (one wake-up queued covers any number), and whether it
+/// is backing off, when a wake-up from intake would only cost it a context switch.
+struct Bell {
+    interface: &'static str,
+    tx: SyncSender<()>,
+    backing_off: Arc<AtomicBool>,
+}
+
+impl Bell {
+    fn ring(&self) {
+        let _ = self.tx.try_send(()); // a wake-up already queued covers this one
+    }
+}
 
 impl Waker {
     /// A waker that wakes nothing (for an intake without delivery).
@@ -39,18 +53,19 @@ impl Waker {
 
     /// Asks every lane to look at the queue now (a lane backing off stays put).
     pub fn wake(&self) {
-        for (_, tx) in self.0.iter() {
-            let _ = tx.try_send(()); // a wake-up already queued covers this one
-        }
+        self.0.iter().for_each(Bell::ring);
     }
 
     /// Asks the lane of one interface to look at the queue now: records stored through an
     /// interface join that interface's line only, so the other lanes have nothing new (and
-    /// waking them would cost a read each, per request).
+    /// waking them would cost a read each, per request). A lane backing off is not woken:
+    /// it reads the queue anyway when its retry is due, and while the platform is down
+    /// every stored request would otherwise wake it for nothing.
     pub fn wake_interface(&self, interface: &str) {
-        for (_, tx) in self.0.iter().filter(|(id, _)| *id == interface) {
-            let _ = tx.try_send(());
-        }
+        self.0
+            .iter()
+            .filter(|b| b.interface == interface && !b.backing_off.load(Ordering::Relaxed))
+            .for_each(Bell::ring);
     }
 }
 
@@ -101,8 +116,13 @@ impl Worker {
         let mut wakers = Vec::with_capacity(INTERFACES.len());
         for iface in &INTERFACES {
             let (wake_tx, wake_rx) = sync_channel(1);
-            wakers.push((iface.id, wake_tx));
-            let lane = lane::Lane::new(iface, Arc::clone(&shared), wake_rx);
+            let backing_off = Arc::new(AtomicBool::new(false));
+            wakers.push(Bell {
+                interface: iface.id,
+                tx: wake_tx,
+                backing_off: Arc::clone(&backing_off),
+            });
+            let lane = lane::Lane::new(iface, Arc::clone(&shared), wake_rx, backing_off);
             let done_tx = done_tx.clone();
             std::thread::Builder::new()
                 .name(format!("deliver-{}", iface.id))
@@ -148,9 +168,18 @@ impl Worker {
 
 #[cfg(test)]
 mod waker_tests {
-    use super::Waker;
+    use super::{Bell, Waker};
     use std::sync::Arc;
-    use std::sync::mpsc::sync_channel;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc::{SyncSender, sync_channel};
+
+    fn bell(interface: &'static str, tx: SyncSender<()>) -> Bell {
+        Bell {
+            interface,
+            tx,
+            backing_off: Arc::new(AtomicBool::new(false)),
+        }
+    }
 
     /// Records stored through one interface wake that interface's lane only: every other
     /// lane would spend a read of the queue per request on it.
@@ -159,8 +188,8 @@ mod waker_tests {
         let (gl_tx, gl_rx) = sync_channel(1);
         let (po_tx, po_rx) = sync_channel(1);
         let waker = Waker(Arc::new(vec![
-            ("general-ledger-codes-v1", gl_tx),
-            ("purchase-orders-v1", po_tx),
+            bell("general-ledger-codes-v1", gl_tx),
+            bell("purchase-orders-v1", po_tx),
         ]));
         waker.wake_interface("general-ledger-codes-v1");
         assert!(gl_rx.try_recv().is_ok());
@@ -170,5 +199,23 @@ mod waker_tests {
         );
         waker.wake();
         assert!(gl_rx.try_recv().is_ok() && po_rx.try_recv().is_ok());
+    }
+
+    /// A lane backing off is left alone by intake (it reads the queue when its retry is
+    /// due), but stopping and requeueing still wake it.
+    #[test]
+    fn intake_leaves_a_lane_that_backs_off_alone() {
+        let (tx, rx) = sync_channel(1);
+        let gl = bell("general-ledger-codes-v1", tx);
+        let backing_off = Arc::clone(&gl.backing_off);
+        let waker = Waker(Arc::new(vec![gl]));
+        backing_off.store(true, Ordering::Relaxed);
+        waker.wake_interface("general-ledger-codes-v1");
+        assert!(rx.try_recv().is_err(), "woken while backing off");
+        waker.wake();
+        assert!(rx.try_recv().is_ok(), "stop and requeue must still wake it");
+        backing_off.store(false, Ordering::Relaxed);
+        waker.wake_interface("general-ledger-codes-v1");
+        assert!(rx.try_recv().is_ok());
     }
 }

@@ -25,6 +25,9 @@ pub(crate) trait Serve<T>: Send + 'static {
 struct Waiting<T> {
     items: Vec<T>,
     stopping: bool,
+    /// The thread waits on the condition variable: only then does a push notify it (a
+    /// notification is a system call, and a busy thread takes what gathered anyway).
+    asleep: bool,
 }
 
 struct Shared<T> {
@@ -54,6 +57,7 @@ impl<T: Send + 'static> BatchThread<T> {
             waiting: Mutex::new(Waiting {
                 items: Vec::new(),
                 stopping: false,
+                asleep: false,
             }),
             wake: Condvar::new(),
         });
@@ -69,11 +73,16 @@ impl<T: Send + 'static> BatchThread<T> {
 
     /// Adds an item to the next batch; gives it back when the thread is stopping or failed.
     pub fn push(&self, item: T) -> Result<(), T> {
-        match self.shared.waiting.lock() {
-            Ok(mut w) if !w.stopping => w.items.push(item),
+        let asleep = match self.shared.waiting.lock() {
+            Ok(mut w) if !w.stopping => {
+                w.items.push(item);
+                w.asleep
+            }
             _ => return Err(item),
+        };
+        if asleep {
+            self.shared.wake.notify_one();
         }
-        self.shared.wake.notify_one();
         Ok(())
     }
 
@@ -97,10 +106,12 @@ fn run<T>(shared: &Shared<T>, server: &mut impl Serve<T>) {
                 return;
             };
             while w.items.is_empty() && !w.stopping {
+                w.asleep = true;
                 w = match shared.wake.wait(w) {
                     Ok(w) => w,
                     Err(_) => return,
                 };
+                w.asleep = false;
             }
             w.stopping
         };
