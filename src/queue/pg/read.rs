@@ -47,25 +47,26 @@ pub(super) fn get(c: &mut Client, key: &QueueKey) -> Result<Option<Item>, postgr
 /// The next pending items of an interface in delivery order, leased to `node` (D39): items
 /// another node holds are skipped, and so are items locked by a node taking them right now.
 ///
-/// `after` is where this node's previous batch of the interface ended: the rows before it
-/// are mostly the ones it delivered, dead until vacuumed, and an index scan from the start
-/// of the line would wade through all of them on every batch. Only when the line after it
-/// runs short is the line read from its start (a resend keeps its place, D16; a failed
-/// batch is retried from the start, see `PostgresStore::pending`).
+/// Only the part of the line in `places` (after `.0`, up to and including `.1`) is read:
+/// where this node's previous batch of the interface ended splits the line, as the rows
+/// before it are mostly the ones it delivered, dead until vacuumed, and an index scan from
+/// the start of the line would wade through all of them on every batch (see
+/// `PostgresStore::pending`).
 pub(super) fn lease(
     tx: &mut Transaction<'_>,
     interface: &str,
     limit: usize,
     node: &str,
     lease: Duration,
-    after: Option<(i64, i64)>,
+    places: ((i64, i64), (i64, i64)),
 ) -> Result<Vec<Placed>, postgres::Error> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let (at, seq) = after.unwrap_or((i64::MIN, i64::MIN));
+    let ((at, seq), (to_at, to_seq)) = places;
     let sql = format!(
         "WITH picked AS (
            SELECT key FROM item
-           WHERE interface = $1 AND state = 0 AND (queued_at, seq) > ($5, $6)
+           WHERE interface = $1 AND state = 0
+             AND (queued_at, seq) > ($5, $6) AND (queued_at, seq) <= ($7, $8)
              AND (lease_until IS NULL OR lease_until < now() OR lease_node = $3)
            ORDER BY queued_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED)
          UPDATE item i SET lease_node = $3, lease_until = now() + make_interval(secs => $4)
@@ -79,7 +80,16 @@ pub(super) fn lease(
     );
     let rows = tx.query(
         &sql,
-        &[&interface, &limit, &node, &lease.as_secs_f64(), &at, &seq],
+        &[
+            &interface,
+            &limit,
+            &node,
+            &lease.as_secs_f64(),
+            &at,
+            &seq,
+            &to_at,
+            &to_seq,
+        ],
     )?;
     let mut items: Vec<Placed> = rows.iter().map(|r| (r.get(4), r.get(5), item(r))).collect();
     items.sort_by_key(|(at, seq, _)| (*at, *seq));

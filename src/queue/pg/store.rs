@@ -35,22 +35,32 @@ impl Store for PostgresStore {
     }
 
     /// The next batch, leased to this node (D39): after where the last delivered one ended,
-    /// then from the start of the line when that runs short.
+    /// then, when that runs short, from the start of the line up to there (a resend keeps
+    /// its place, D16; a failed batch forgets the cursors, so it is retried first).
     fn pending(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError> {
+        const START: (i64, i64) = (i64::MIN, i64::MIN);
+        const END: (i64, i64) = (i64::MAX, i64::MAX);
         let after = self.cursor(interface);
         let (node, lease) = (&self.node, self.lease);
         let items = self.tx(|tx| {
-            let mut items = read::lease(tx, interface, limit, node, lease, after)?;
-            if items.len() < limit && after.is_some() {
-                let more = read::lease(tx, interface, limit - items.len(), node, lease, None)?;
-                let taken: std::collections::HashSet<Vec<u8>> = items
-                    .iter()
-                    .map(|(_, _, (k, _))| k.as_bytes().to_vec())
-                    .collect();
-                items.extend(
-                    more.into_iter()
-                        .filter(|(_, _, (k, _))| !taken.contains(k.as_bytes())),
-                );
+            let mut items = read::lease(
+                tx,
+                interface,
+                limit,
+                node,
+                lease,
+                (after.unwrap_or(START), END),
+            )?;
+            if let Some(after) = after.filter(|_| items.len() < limit) {
+                let left = limit - items.len();
+                items.extend(read::lease(
+                    tx,
+                    interface,
+                    left,
+                    node,
+                    lease,
+                    (START, after),
+                )?);
             }
             Ok(items)
         })?;
