@@ -62,9 +62,6 @@ impl Nginx {
 impl Drop for Nginx {
     fn drop(&mut self) {
         // SIGQUIT: a graceful stop of the master and its workers.
-        let _ = Command::new("kill")
-            .args(["-QUIT", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
+        crate::service::stop(&mut self.child, "-QUIT");
     }
 }

@@ -116,11 +116,16 @@ impl Service {
 
 impl Drop for Service {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
+        stop(&mut self.child, "-TERM");
     }
+}
+
+/// Sends `signal` (as `kill` spells it) to `child` and waits for it to exit.
+pub fn stop(child: &mut Child, signal: &str) {
+    let _ = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status();
+    let _ = child.wait();
 }
 
 /// Bytes under `dir`.

@@ -5,7 +5,7 @@
 
 use crate::common::pg::{Proxy, TestDb, skipped};
 use crate::common::process::Service;
-use crate::common::receiver::{Receiver, gl_records, ok};
+use crate::common::receiver::{Held, Receiver, gl_records, ok};
 use crate::common::*;
 use ap_intake::config::Config;
 use serde_json::Value;
@@ -32,6 +32,15 @@ macro_rules! database {
 }
 
 /// A node in-process on `db`, delivering to `platform`.
+/// A platform that holds node a's delivery until released, and a healthy one for node b.
+fn failover_platforms() -> (Receiver, Held, Receiver) {
+    let hanging = Receiver::start();
+    let held = hanging.hold();
+    let platform = Receiver::start();
+    platform.answer(|_| ok());
+    (hanging, held, platform)
+}
+
 fn node(db: &TestDb, platform: &str, name: &str, lease_secs: u64) -> TestApp {
     let dir = tempfile::tempdir().unwrap();
     let text = db.config(
@@ -144,10 +153,7 @@ fn d39_two_nodes_share_one_queue_one_item_per_key() {
 #[test]
 fn d39_a_killed_nodes_records_are_delivered_by_another_node() {
     let db = database!();
-    let hanging = Receiver::start();
-    let held = hanging.hold();
-    let platform = Receiver::start();
-    platform.answer(|_| ok());
+    let (hanging, held, platform) = failover_platforms();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a.toml");
     let lease_secs = 5;
@@ -390,10 +396,7 @@ fn d39_tls_to_the_database_is_verified() {
 #[test]
 fn d39_a_partitioned_nodes_leases_lapse_and_another_node_delivers() {
     let db = database!();
-    let hanging = Receiver::start();
-    let held = hanging.hold();
-    let platform = Receiver::start();
-    platform.answer(|_| ok());
+    let (hanging, held, platform) = failover_platforms();
     let proxy = Proxy::start(db.server());
     let lease_secs = 5;
     let dir = tempfile::tempdir().unwrap();
