@@ -1,7 +1,8 @@
-//! One interface's delivery (D31): its own thread, its own backoff on the monotonic clock,
-//! its own batch size (halved on 413, D32).
+//! One interface's delivery (D31): its own thread while it has work (`lanes.rs`), its own
+//! backoff on the monotonic clock, its own batch size (halved on 413, D32).
 
 use super::Shared;
+use super::lanes::IDLE;
 use super::target::Answer;
 use crate::interfaces::Interface;
 use crate::queue::{Backoff, Item, QueueKey, Sent, StoreError};
@@ -11,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-/// How long an idle lane sleeps before it looks again without being woken.
-const IDLE: Duration = Duration::from_secs(5);
+/// A lane whose line has stayed empty this long parks, and its thread ends.
+const PARK_AFTER: Duration = IDLE;
 /// How long a lane waits after the store failed before it tries again.
 const STORE_RETRY: Duration = Duration::from_secs(1);
 /// A lane that keeps delivering records its last success this often at most.
@@ -33,6 +34,8 @@ pub(super) struct Lane {
     due: Instant,
     /// When the last success was stored.
     success_stored: Option<Instant>,
+    /// The stored retry state has been read (at the lane's first run).
+    resumed: bool,
 }
 
 impl Lane {
@@ -52,6 +55,7 @@ impl Lane {
             backoff: Backoff::default(),
             due: Instant::now(),
             success_stored: None,
+            resumed: false,
         }
     }
 
@@ -70,8 +74,13 @@ impl Lane {
         self.due = Instant::now() + wait.min(self.shared.settings.backoff.cap);
     }
 
-    pub fn run(mut self) {
-        self.resume();
+    /// Delivers until the worker stops or the line has stayed empty for `PARK_AFTER`.
+    pub fn run(&mut self) {
+        if !self.resumed {
+            self.resume();
+            self.resumed = true;
+        }
+        let mut empty_since = None;
         while !self.shared.stopping() {
             let now = Instant::now();
             if now < self.due {
@@ -81,8 +90,15 @@ impl Lane {
                 continue;
             }
             match self.shared.store.pending(self.iface.id, self.limit) {
-                Ok(batch) if batch.is_empty() => self.sleep(IDLE),
+                Ok(batch) if batch.is_empty() => {
+                    let idle = now.duration_since(*empty_since.get_or_insert(now));
+                    if idle >= PARK_AFTER {
+                        return;
+                    }
+                    self.sleep(PARK_AFTER - idle);
+                }
                 Ok(batch) => {
+                    empty_since = None;
                     if let Err(e) = self.deliver(&batch) {
                         self.store_failed(&e);
                     }
@@ -90,6 +106,11 @@ impl Lane {
                 Err(e) => self.store_failed(&e),
             }
         }
+    }
+
+    /// Takes a wake-up that came meanwhile (new records, perhaps).
+    pub fn woken(&self) -> bool {
+        self.wake.try_recv().is_ok()
     }
 
     /// Waits until `d` has passed, a wake-up comes or the worker stops.
