@@ -51,11 +51,13 @@ fn pending_lists_one_interface_oldest_first_up_to_the_limit() {
     });
 }
 
+/// D16: a resent pending key keeps its place in the line, its attempts and its last error.
 #[test]
 fn a_resend_of_a_pending_key_keeps_its_place_with_the_new_content() {
     each_backend(|name, dir, open| {
         let s = open(dir);
         queue_each(&*s, AP, "inv", &[("A", "<a1/>", 1000), ("B", "<b/>", 2000)]);
+        s.failed(&[sent(&*s, &key("inv", "A"))], "timeout").unwrap();
         let v1 = stored(&*s, &key("inv", "A")).version;
         queue_invoices(&*s, &[("A", "<a2/>")], 3000);
         let pending = s.pending(AP, 10).unwrap();
@@ -74,6 +76,11 @@ fn a_resend_of_a_pending_key_keeps_its_place_with_the_new_content() {
             "{name}: pending shows the stored item"
         );
         assert_eq!((a.queued_at_ms, a.updated_at_ms), (1000, 3000), "{name}");
+        assert_eq!(
+            (a.attempts, a.last_error.as_deref()),
+            (1, Some("timeout")),
+            "{name}: the attempts and the last error stay with the key"
+        );
         assert_eq!(s.stats(AP).unwrap().pending, 2, "{name}: still two");
     });
 }
