@@ -34,7 +34,11 @@ pub fn run(dir: &Path, records: usize) {
     drop(idle);
 
     let data = dir.join("full");
-    drop(crate::delivery::fill(&data, records, "S"));
+    let store = crate::delivery::fill(&data, records, "S");
+    // The same keys again, every one pending: a full resend of master data.
+    print!("the same keys again: ");
+    crate::delivery::fill_in(&store, records, "S", 1);
+    drop(store);
     let config = write_config(dir, &data, None);
     let service = Service::start(&config);
     std::thread::sleep(Duration::from_secs(2));

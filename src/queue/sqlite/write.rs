@@ -6,8 +6,8 @@ use super::receipts::{self, Heads};
 use crate::queue::{NewRecord, QueueKey, Sent, State};
 use rusqlite::{OptionalExtension, Transaction, params};
 
-/// Counter changes collected during a transaction and written once at its end. A handful
-/// of (interface, kind) pairs at most: a list searched in place costs less per record than
+/// Counter changes collected during a transaction and written once at its end. A transaction
+/// touches few (interface, kind) pairs: a list searched in place costs less per record than
 /// hashing and an owned key.
 #[derive(Default)]
 pub(super) struct Counts(Vec<(String, &'static str, i64)>);
@@ -74,10 +74,6 @@ fn old(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<Option<Old>> {
 /// Stores records as pending (D16): a pending key keeps its place in the line, its attempts
 /// and last error; any other key goes to the end of the line. `version` is the next version
 /// to hand out, advanced per record.
-///
-/// A key not yet in the queue (most of them) is inserted by one statement that does nothing
-/// when the key exists; only then is the old row read and replaced. Reading first, for every
-/// key, cost a b-tree search per record on the one thread that writes.
 pub(super) fn upsert(
     tx: &Transaction<'_>,
     records: &[NewRecord],
@@ -87,76 +83,51 @@ pub(super) fn upsert(
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     let mut counts = Counts::default();
     let mut heads = Heads::default();
-    let mut fresh = tx.prepare_cached(
-        "INSERT INTO item (key, interface, state, version, queued_at, seq, updated_at, attempts,
-                           xml)
-         VALUES (?1, ?2, 0, ?3, ?4, ?3, ?4, 0, ?5)
-         ON CONFLICT (key) DO NOTHING",
-    )?;
-    for rec in records {
-        let v = i64::try_from(*version).unwrap_or(i64::MAX);
-        *version += 1;
-        if fresh.execute(params![rec.key.as_bytes(), rec.interface, v, now, rec.xml])? == 1 {
-            counts.add(rec.interface, kind(State::Pending), 1);
-        } else {
-            replace(tx, rec, v, now, &mut counts)?;
-        }
-        if let Some(line) = &rec.receipt {
-            heads.line(tx, line, &rec.key, v)?;
-        }
-    }
-    counts.write(tx)
-}
-
-/// Replaces the row of a key already in the queue with `rec` at version `v`.
-fn replace(
-    tx: &Transaction<'_>,
-    rec: &NewRecord,
-    v: i64,
-    now: i64,
-    counts: &mut Counts,
-) -> rusqlite::Result<()> {
-    let old = old(tx, &rec.key)?;
-    let (queued_at, seq, attempts, last_error) = match &old {
-        Some(o) if o.state == Some(State::Pending) => {
-            let seq = if o.interface == rec.interface {
-                o.seq
-            } else {
-                v
-            };
-            (o.queued_at, seq, o.attempts, o.last_error.clone())
-        }
-        _ => (now, v, 0, None),
-    };
-    if let Some(Old {
-        interface,
-        state: Some(state),
-        ..
-    }) = &old
-    {
-        counts.add(interface, kind(*state), -1);
-    }
-    counts.add(rec.interface, kind(State::Pending), 1);
-    tx.prepare_cached(
+    let mut put = tx.prepare_cached(
         "INSERT INTO item (key, interface, state, version, queued_at, seq, updated_at, attempts,
                            last_error, xml)
          VALUES (?1, ?2, 0, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
          ON CONFLICT (key) DO UPDATE SET interface = ?2, state = 0, version = ?3,
            queued_at = ?4, seq = ?5, updated_at = ?6, attempts = ?7, last_error = ?8, xml = ?9,
            state_at = NULL",
-    )?
-    .execute(params![
-        rec.key.as_bytes(),
-        rec.interface,
-        v,
-        queued_at,
-        seq,
-        now,
-        attempts,
-        last_error,
-        rec.xml
-    ])?;
-    Ok(())
+    )?;
+    for rec in records {
+        let v = i64::try_from(*version).unwrap_or(i64::MAX);
+        *version += 1;
+        let old = old(tx, &rec.key)?;
+        let (queued_at, seq, attempts, last_error) = match &old {
+            Some(o) if o.state == Some(State::Pending) => {
+                let seq = if o.interface == rec.interface {
+                    o.seq
+                } else {
+                    v
+                };
+                (o.queued_at, seq, o.attempts, o.last_error.clone())
+            }
+            _ => (now, v, 0, None),
+        };
+        if let Some(o) = &old {
+            if let Some(state) = o.state {
+                counts.add(&o.interface, kind(state), -1);
+            }
+        }
+        counts.add(rec.interface, kind(State::Pending), 1);
+        put.execute(params![
+            rec.key.as_bytes(),
+            rec.interface,
+            v,
+            queued_at,
+            seq,
+            now,
+            attempts,
+            last_error,
+            rec.xml
+        ])?;
+        if let Some(line) = &rec.receipt {
+            heads.line(tx, line, &rec.key, v)?;
+        }
+    }
+    counts.write(tx)
 }
 
 /// The time a state change is dated with (unix ms).
