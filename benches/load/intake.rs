@@ -2,6 +2,7 @@
 //! limit: the same bodies through `Intake::submit` (validation, XML, the queue, group commit with
 //! fsync) without HTTP.
 
+use crate::cpu::Sample;
 use crate::records::Records;
 use crate::report::Run;
 use crate::service::KEY;
@@ -139,6 +140,7 @@ pub async fn in_process(store: Arc<dyn Store>, load: &Load) -> Run {
         .needs_accounting_type
         .then(|| "PROJECT".to_string());
     let (iface, per, receipts) = (load.iface, load.per_request, load.receipts);
+    let before = Sample::of(None);
     let run = drive(load, move |c, seq| {
         let (intake, records, at) = (
             Arc::clone(&intake),
@@ -162,6 +164,7 @@ pub async fn in_process(store: Arc<dyn Store>, load: &Load) -> Run {
         }
     })
     .await;
+    let cpu = Sample::of(None).per_record(&before, run.records);
     writer.stop();
     let (syncs, txns) = (writer.transactions().max(1), writer.transactions().max(1));
     let per = |n: u64| run.requests as f64 / n as f64;
@@ -170,5 +173,6 @@ pub async fn in_process(store: Arc<dyn Store>, load: &Load) -> Run {
         per(txns),
         per(syncs)
     );
+    println!("{cpu}");
     run
 }

@@ -19,6 +19,7 @@
     reason = "a benchmark stops loudly when its setup fails"
 )]
 
+mod cpu;
 mod delivery;
 mod intake;
 mod memory;
@@ -288,13 +289,20 @@ fn intake_run(
             })
             .collect();
         let addrs: Vec<_> = svcs.iter().map(|s| s.addr).collect();
+        // One node's threads per record only when it took every record.
+        let pid = (svcs.len() == 1).then(|| svcs[0].child.id());
+        let before = pid.map(|p| cpu::Sample::of(Some(p)));
         let mut run = runtime.block_on(intake::against_service(&addrs, load));
+        let cpu = before.map(|b| cpu::Sample::of(pid).per_record(&b, run.records));
         let rss = svcs
             .iter()
             .map(service::Service::rss_mib)
             .fold(0.0, f64::max);
         drop(svcs);
         run.print("service");
+        if let Some(cpu) = cpu {
+            println!("service {cpu}");
+        }
         println!("service resident memory after the run: {rss:.1} MiB");
         if side.nginx {
             if let Some(n) = nginx::Nginx::start(dir) {

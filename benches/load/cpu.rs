@@ -1,0 +1,80 @@
+//! CPU time by thread, from Linux's /proc: where a record's cost lands (the queue-write thread,
+//! the checkpoint, everything else). On a machine whose speed drifts by the hour, CPU time per
+//! record is a steadier figure to compare two builds by than records per second.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Clock ticks per second of /proc/PID/stat's times (USER_HZ, 100 on Linux).
+const TICKS: u64 = 100;
+
+/// CPU time used so far by a process, in all and by thread name.
+pub struct Sample {
+    process: Duration,
+    threads: BTreeMap<String, Duration>,
+}
+
+/// The threads named apart in the report; the rest is counted together.
+const NAMED: [&str; 2] = ["queue-write", "queue-checkpoin"];
+
+impl Sample {
+    /// CPU time of process `pid` (`None`: this process). Threads that ended are in the
+    /// process's total only.
+    pub fn of(pid: Option<u32>) -> Self {
+        let dir = pid.map_or_else(|| "/proc/self".to_string(), |p| format!("/proc/{p}"));
+        let process = std::fs::read_to_string(format!("{dir}/stat"))
+            .ok()
+            .and_then(|s| ticks(&s))
+            .unwrap_or_default();
+        let mut threads = BTreeMap::new();
+        for task in std::fs::read_dir(format!("{dir}/task"))
+            .into_iter()
+            .flatten()
+        {
+            let Ok(task) = task else { continue };
+            let path = task.path();
+            let name = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            let name = name.trim();
+            if !NAMED.contains(&name) {
+                continue;
+            }
+            // schedstat's first field: nanoseconds on a CPU.
+            let ns = std::fs::read_to_string(path.join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            *threads.entry(name.to_string()).or_default() += Duration::from_nanos(ns);
+        }
+        Self { process, threads }
+    }
+
+    /// One line: microseconds of CPU per record since `earlier`, by thread.
+    pub fn per_record(&self, earlier: &Sample, records: u64) -> String {
+        let per = |d: Duration| d.as_secs_f64() * 1e6 / records.max(1) as f64;
+        let total = self.process.saturating_sub(earlier.process);
+        let mut named = Duration::ZERO;
+        let mut line = String::from("CPU per record (us):");
+        for name in NAMED {
+            let now = self.threads.get(name).copied().unwrap_or_default();
+            let then = earlier.threads.get(name).copied().unwrap_or_default();
+            let used = now.saturating_sub(then);
+            named += used;
+            line += &format!(" {name} {:.1},", per(used));
+        }
+        line += &format!(
+            " the rest {:.1}; in all {:.1}",
+            per(total.saturating_sub(named)),
+            per(total)
+        );
+        line
+    }
+}
+
+/// utime + stime of a /proc/PID/stat line (fields 14 and 15, after the command in brackets).
+fn ticks(stat: &str) -> Option<Duration> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 1000 / TICKS))
+}
