@@ -5,7 +5,7 @@
 use super::read::state_code;
 use crate::queue::receipt::{Receipt, ReceiptLine, ReceiptRecord, ReceiptState, RequestInfo};
 use crate::queue::{QueueKey, State};
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{CachedStatement, Connection, OptionalExtension, Transaction, params};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -27,11 +27,22 @@ pub(super) const SCHEMA: &str = "
 /// dropped from (rejected, quarantined).
 const DELIVERED: i64 = 3;
 
-/// Receipt heads written in one transaction, by request.
-#[derive(Default)]
-pub(super) struct Heads(HashMap<*const RequestInfo, i64>);
+/// Receipt heads written in one transaction, by request, and the statement that adds their
+/// lines (prepared once per transaction, not per record).
+pub(super) struct Heads<'tx> {
+    rids: HashMap<*const RequestInfo, i64>,
+    insert: CachedStatement<'tx>,
+}
 
-impl Heads {
+impl<'tx> Heads<'tx> {
+    pub fn new(tx: &'tx Transaction<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            rids: HashMap::new(),
+            insert: tx
+                .prepare_cached("INSERT OR REPLACE INTO receipt_line VALUES (?1, ?2, ?3, ?4)")?,
+        })
+    }
+
     /// Adds the line of a record stored at `version` to its request's receipt.
     pub fn line(
         &mut self,
@@ -41,15 +52,15 @@ impl Heads {
         version: i64,
     ) -> rusqlite::Result<()> {
         let ptr = Arc::as_ptr(&line.request);
-        let rid = match self.0.get(&ptr) {
+        let rid = match self.rids.get(&ptr) {
             Some(rid) => *rid,
             None => {
                 let rid = head(tx, &line.request)?;
-                self.0.insert(ptr, rid);
+                self.rids.insert(ptr, rid);
                 rid
             }
         };
-        tx.prepare_cached("INSERT OR REPLACE INTO receipt_line VALUES (?1, ?2, ?3, ?4)")?
+        self.insert
             .execute(params![rid, line.index, key.as_bytes(), version])?;
         Ok(())
     }

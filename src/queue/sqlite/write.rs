@@ -4,7 +4,7 @@
 use super::read::{kind, state_code};
 use super::receipts::{self, Heads};
 use crate::queue::{NewRecord, QueueKey, Sent, State};
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{OptionalExtension, Statement, Transaction, params};
 
 /// Counter changes collected during a transaction and written once at its end. A transaction
 /// touches few (interface, kind) pairs: a list searched in place costs less per record than
@@ -48,10 +48,11 @@ struct Old {
     last_error: Option<String>,
 }
 
-fn old(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<Option<Old>> {
-    let mut stmt = tx.prepare_cached(
-        "SELECT interface, state, queued_at, seq, attempts, last_error FROM item WHERE key = ?1",
-    )?;
+/// Reads [`Old`] by key (`?1`).
+const OLD: &str =
+    "SELECT interface, state, queued_at, seq, attempts, last_error FROM item WHERE key = ?1";
+
+fn old(stmt: &mut Statement<'_>, key: &QueueKey) -> rusqlite::Result<Option<Old>> {
     stmt.query_row(params![key.as_bytes()], |r| {
         // Read leniently: a damaged row is replaced, not a reason to refuse the new record.
         Ok(Old {
@@ -82,7 +83,10 @@ pub(super) fn upsert(
 ) -> rusqlite::Result<()> {
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     let mut counts = Counts::default();
-    let mut heads = Heads::default();
+    // Prepared once per transaction: a cached statement is still looked up and returned per
+    // use.
+    let mut heads = Heads::new(tx)?;
+    let mut find = tx.prepare_cached(OLD)?;
     let mut put = tx.prepare_cached(
         "INSERT INTO item (key, interface, state, version, queued_at, seq, updated_at, attempts,
                            last_error, xml)
@@ -94,7 +98,7 @@ pub(super) fn upsert(
     for rec in records {
         let v = i64::try_from(*version).unwrap_or(i64::MAX);
         *version += 1;
-        let old = old(tx, &rec.key)?;
+        let old = old(&mut find, &rec.key)?;
         let (queued_at, seq, attempts, last_error) = match &old {
             Some(o) if o.state == Some(State::Pending) => {
                 let seq = if o.interface == rec.interface {
