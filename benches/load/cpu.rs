@@ -1,6 +1,7 @@
 //! CPU time by thread, from Linux's /proc: where a record's cost lands (the queue-write thread,
-//! the checkpoint, everything else). On a machine whose speed drifts by the hour, CPU time per
-//! record is a steadier figure to compare two builds by than records per second.
+//! the checkpoint, everything else), and the bytes the queue-write thread wrote (the WAL). On a
+//! machine whose speed drifts by the hour, CPU time and bytes per record are steadier figures
+//! to compare two builds by than records per second.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,10 +9,12 @@ use std::time::Duration;
 /// Clock ticks per second of /proc/PID/stat's times (USER_HZ, 100 on Linux).
 const TICKS: u64 = 100;
 
-/// CPU time used so far by a process, in all and by thread name.
+/// CPU time used so far by a process, in all and by thread name; bytes written by the
+/// queue-write thread.
 pub struct Sample {
     process: Duration,
     threads: BTreeMap<String, Duration>,
+    wal: u64,
 }
 
 /// The threads named apart in the report; the rest is counted together.
@@ -27,6 +30,7 @@ impl Sample {
             .and_then(|s| ticks(&s))
             .unwrap_or_default();
         let mut threads = BTreeMap::new();
+        let mut wal = 0;
         for task in std::fs::read_dir(format!("{dir}/task"))
             .into_iter()
             .flatten()
@@ -44,8 +48,23 @@ impl Sample {
                 .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
                 .unwrap_or(0);
             *threads.entry(name.to_string()).or_default() += Duration::from_nanos(ns);
+            if name == NAMED[0] {
+                // `wchar`: bytes passed to write calls (SQLite's WAL frames, and the database
+                // file when this thread checkpoints by itself).
+                wal += std::fs::read_to_string(path.join("io"))
+                    .ok()
+                    .and_then(|s| {
+                        let v = s.lines().find_map(|l| l.strip_prefix("wchar:"))?;
+                        v.trim().parse::<u64>().ok()
+                    })
+                    .unwrap_or(0);
+            }
         }
-        Self { process, threads }
+        Self {
+            process,
+            threads,
+            wal,
+        }
     }
 
     /// One line: microseconds of CPU per record since `earlier`, by thread.
@@ -62,9 +81,10 @@ impl Sample {
             line += &format!(" {name} {:.1},", per(used));
         }
         line += &format!(
-            " the rest {:.1}; in all {:.1}",
+            " the rest {:.1}; in all {:.1}; queue-write wrote {} bytes per record",
             per(total.saturating_sub(named)),
-            per(total)
+            per(total),
+            self.wal.saturating_sub(earlier.wal) / records.max(1)
         );
         line
     }
