@@ -35,5 +35,6 @@ pub mod service;
 pub mod shape;
 pub mod status;
 pub mod telemetry;
+pub mod tree;
 pub mod validate;
 pub mod xml;

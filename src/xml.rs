@@ -1,4 +1,4 @@
-//! The internal XML format (D19), written with quick-xml.
+//! The internal XML format (D19): markup written directly, text escaped by quick-xml.
 //!
 //! A record becomes one element whose children follow its schema: one element per field,
 //! named as the JSON field, in the order of the schema's `properties`, with the D9 defaults
@@ -10,25 +10,24 @@
 use crate::interfaces::Interface;
 use crate::number::Decimal;
 use crate::shape::{Kind, Shape};
-use quick_xml::Writer;
-use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
-use serde_json::{Map, Value};
+use crate::tree::{Members, Ref, Tree};
+use quick_xml::escape::escape;
 
 /// The XML element of one record. `lead` are elements written before the record's own fields
 /// (an accounting object's `accountingType`).
-pub fn record(shape: &Shape, element: &str, lead: &[(&str, &str)], record: &Value) -> String {
-    let mut w = Writer::new(Vec::with_capacity(512));
+pub fn record<T: Tree>(shape: &Shape, element: &str, lead: &[(&str, &str)], record: &T) -> String {
+    let mut w = Vec::with_capacity(512);
     open(&mut w, element);
     for (name, value) in lead {
         text_element(&mut w, name, value);
     }
-    if let Value::Object(map) = record {
-        object_fields(&mut w, shape, map);
+    if let Ref::Object(map) = record.get_ref() {
+        object_fields::<T>(&mut w, shape, map);
     }
     close(&mut w, element);
     // Only `&str` content and ASCII markup went in, so the bytes are UTF-8; were they not,
     // the lossy form keeps the record visible instead of an empty element.
-    match String::from_utf8(w.into_inner()) {
+    match String::from_utf8(w) {
         Ok(xml) => xml,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     }
@@ -39,42 +38,46 @@ pub fn document<R: AsRef<[u8]>>(
     iface: &Interface,
     records: impl IntoIterator<Item = R>,
 ) -> Vec<u8> {
-    let mut w = Writer::new(Vec::with_capacity(4096));
-    let _ = w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)));
-    open(&mut w, iface.xml_root);
-    let mut out = w.into_inner();
+    let mut out = Vec::with_capacity(4096);
+    out.extend_from_slice(br#"<?xml version="1.0" encoding="UTF-8"?>"#);
+    open(&mut out, iface.xml_root);
     for r in records {
         out.extend_from_slice(r.as_ref());
     }
-    let mut w = Writer::new(out);
-    close(&mut w, iface.xml_root);
-    w.into_inner()
+    close(&mut out, iface.xml_root);
+    out
 }
 
-// Writing into a Vec cannot fail, so the io::Result of quick-xml is dropped in these helpers.
-fn open(w: &mut Writer<Vec<u8>>, name: &str) {
-    let _ = w.write_event(Event::Start(BytesStart::new(name)));
+// Markup is written directly; text goes through quick-xml's `escape` (`<`, `>`, `&`, `'`, `"`
+// and CR), what its writer applies to a text event. Element names are the schema's field
+// names, which JSON Schema files of ours keep to XML names (schemas/README.md).
+fn open(w: &mut Vec<u8>, name: &str) {
+    w.push(b'<');
+    w.extend_from_slice(name.as_bytes());
+    w.push(b'>');
 }
 
-fn close(w: &mut Writer<Vec<u8>>, name: &str) {
-    let _ = w.write_event(Event::End(BytesEnd::new(name)));
+fn close(w: &mut Vec<u8>, name: &str) {
+    w.extend_from_slice(b"</");
+    w.extend_from_slice(name.as_bytes());
+    w.push(b'>');
 }
 
-fn text_element(w: &mut Writer<Vec<u8>>, name: &str, text: &str) {
+fn text_element(w: &mut Vec<u8>, name: &str, text: &str) {
     open(w, name);
-    let _ = w.write_event(Event::Text(BytesText::new(text)));
+    w.extend_from_slice(escape(text).as_bytes());
     close(w, name);
 }
 
-fn is_blank(v: Option<&Value>) -> bool {
-    match v {
-        None | Some(Value::Null) => true,
-        Some(Value::String(s)) => s.is_empty(),
+fn is_blank<T: Tree>(v: Option<&T>) -> bool {
+    match v.map(Tree::get_ref) {
+        None | Some(Ref::Null) => true,
+        Some(Ref::String(s)) => s.is_empty(),
         _ => false,
     }
 }
 
-fn object_fields(w: &mut Writer<Vec<u8>>, shape: &Shape, map: &Map<String, Value>) {
+fn object_fields<T: Tree>(w: &mut Vec<u8>, shape: &Shape, map: &T::Object) {
     for field in shape.fields() {
         let given = map.get(&field.name);
         if !is_blank(given) {
@@ -92,41 +95,41 @@ fn object_fields(w: &mut Writer<Vec<u8>>, shape: &Shape, map: &Map<String, Value
         }
     }
     // Fields a replaced schema allows but does not list are kept rather than lost.
-    for (name, v) in map {
+    map.each(|name, v| {
         if shape.field(name).is_none() {
             value(w, name, &Kind::OTHER_NUMBER, v);
         }
-    }
+    });
 }
 
-fn value(w: &mut Writer<Vec<u8>>, name: &str, kind: &Kind, v: &Value) {
-    match (v, kind) {
-        (Value::Null, _) => {}
-        (Value::String(s), _) => text_element(w, name, s),
-        (Value::Number(n), kind) => text_element(w, name, &number_text(n.as_str(), kind)),
-        (Value::Bool(b), _) => text_element(w, name, if *b { "true" } else { "false" }),
-        (Value::Array(items), Kind::Array { item, of }) => {
+fn value<T: Tree>(w: &mut Vec<u8>, name: &str, kind: &Kind, v: &T) {
+    match (v.get_ref(), kind) {
+        (Ref::Null, _) => {}
+        (Ref::String(s), _) => text_element(w, name, s),
+        (Ref::Number(n), kind) => text_element(w, name, &number_text(n, kind)),
+        (Ref::Bool(b), _) => text_element(w, name, if b { "true" } else { "false" }),
+        (Ref::Array(items), Kind::Array { item, of }) => {
             open(w, name);
             for i in items {
                 value(w, item, of, i);
             }
             close(w, name);
         }
-        (Value::Array(items), _) => {
+        (Ref::Array(items), _) => {
             open(w, name);
             for i in items {
                 value(w, "item", &Kind::OTHER_NUMBER, i);
             }
             close(w, name);
         }
-        (Value::Object(map), Kind::Object(shape)) => {
+        (Ref::Object(map), Kind::Object(shape)) => {
             open(w, name);
-            object_fields(w, shape, map);
+            object_fields::<T>(w, shape, map);
             close(w, name);
         }
-        (Value::Object(map), _) => {
+        (Ref::Object(map), _) => {
             open(w, name);
-            object_fields(w, &Shape::default(), map);
+            object_fields::<T>(w, &Shape::default(), map);
             close(w, name);
         }
     }
@@ -148,7 +151,7 @@ fn number_text<'a>(text: &'a str, kind: &Kind) -> std::borrow::Cow<'a, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn schema() -> Value {
         json!({

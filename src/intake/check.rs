@@ -7,11 +7,11 @@ use crate::interfaces::{Interface, KeyPart, Mode};
 use crate::queue::receipt::{ReceiptLine, RequestInfo};
 use crate::queue::{NewRecord, QueueKey, StoreError};
 use crate::shape::Shape;
+use crate::tree::{Ref, Tree};
 use crate::validate::Validator;
-use crate::validate::envelope;
 use crate::validate::messages::{Step, Violation, sort_in_document_order};
+use crate::validate::{envelope, fast};
 use crate::xml;
-use serde_json::Value;
 use std::sync::Arc;
 
 /// The schemas and the limits that decide a request's answer.
@@ -61,9 +61,64 @@ impl Checker {
         )?))
     }
 
-    /// Parse, validate, transform. Returns the outcome and
-    /// the records to queue.
+    /// Parse, validate, transform. Returns the outcome and the records to queue.
+    ///
+    /// A request whose every record is valid is usually taken by the fast path
+    /// ([`crate::validate::fast`]); anything else, and anything the fast path is unsure of,
+    /// by [`Self::check_records_slow`]. Both give the same answer (D14).
     pub fn check_records(
+        &self,
+        iface: &Interface,
+        accounting_type: Option<&str>,
+        body: &[u8],
+        receipt: Option<&Arc<RequestInfo>>,
+    ) -> Result<(Outcome, Vec<NewRecord>), IntakeError> {
+        if let Some(checked) = self.check_fast(iface, accounting_type, body, receipt) {
+            return Ok(checked);
+        }
+        self.check_records_slow(iface, accounting_type, body, receipt)
+    }
+
+    /// The fast path: the outcome and records of a request whose every record it can show
+    /// valid, else `None`.
+    fn check_fast(
+        &self,
+        iface: &Interface,
+        accounting_type: Option<&str>,
+        body: &[u8],
+        receipt: Option<&Arc<RequestInfo>>,
+    ) -> Option<(Outcome, Vec<NewRecord>)> {
+        if !self.validator.has_fast_path(iface) {
+            return None;
+        }
+        let shape = self.validator.shape(iface)?;
+        let records = fast::records(body, self.max_records)?;
+        let lead: Vec<(&str, &str)> = accounting_type
+            .map(|t| vec![("accountingType", t)])
+            .unwrap_or_default();
+        let mut accepted = Vec::with_capacity(records.len());
+        for (index, record) in records.iter().enumerate() {
+            if !self.validator.fast_accepts(iface, record) {
+                return None;
+            }
+            accepted.push(NewRecord {
+                // A key the queue refuses is the reference path's error to give.
+                key: queue_key(iface, shape, accounting_type, record).ok()?,
+                interface: iface.id,
+                xml: xml::record(shape, iface.xml_record, &lead, record),
+                receipt: receipt.map(|r| ReceiptLine {
+                    request: Arc::clone(r),
+                    index: u32::try_from(index).unwrap_or(u32::MAX),
+                }),
+            });
+        }
+        let outcome = outcome(records.len(), accepted.len(), 0, Vec::new());
+        Some((outcome, accepted))
+    }
+
+    /// The reference path: serde_json, boon and the message code. Every refusal is worded
+    /// here; public so tests can show that [`Self::check_records`] answers as it does.
+    pub fn check_records_slow(
         &self,
         iface: &Interface,
         accounting_type: Option<&str>,
@@ -140,28 +195,31 @@ impl Checker {
             };
             return Ok((outcome, Vec::new()));
         }
-        let succeeded = accepted.len();
-        let (status, message) = match (succeeded, failed) {
-            (_, 0) => (Status::Success, format!("{succeeded} record(s) queued")),
-            (0, _) => (
-                Status::Failed,
-                format!("{failed} of {total} records failed validation"),
-            ),
-            _ => (
-                Status::Partial,
-                format!("{succeeded} record(s) queued, {failed} record(s) failed validation"),
-            ),
-        };
-        let outcome = Outcome {
-            status,
-            total,
-            succeeded,
-            failed,
-            errors,
-            message,
-            dry_run: false,
-        };
-        Ok((outcome, accepted))
+        Ok((outcome(total, accepted.len(), failed, errors), accepted))
+    }
+}
+
+/// The outcome of a per-record request (D3).
+fn outcome(total: usize, succeeded: usize, failed: usize, errors: Vec<ErrorEntry>) -> Outcome {
+    let (status, message) = match (succeeded, failed) {
+        (_, 0) => (Status::Success, format!("{succeeded} record(s) queued")),
+        (0, _) => (
+            Status::Failed,
+            format!("{failed} of {total} records failed validation"),
+        ),
+        _ => (
+            Status::Partial,
+            format!("{succeeded} record(s) queued, {failed} record(s) failed validation"),
+        ),
+    };
+    Outcome {
+        status,
+        total,
+        succeeded,
+        failed,
+        errors,
+        message,
+        dry_run: false,
     }
 }
 
@@ -176,25 +234,24 @@ fn duplicate_key(steps: Vec<Step>) -> Violation {
 
 /// The primary key of a valid record (D15). Blank key fields take their schema default
 /// (organization `main`).
-fn queue_key(
+fn queue_key<T: Tree>(
     iface: &Interface,
     shape: &Shape,
     accounting_type: Option<&str>,
-    record: &Value,
+    record: &T,
 ) -> Result<QueueKey, StoreError> {
-    let parts: Vec<String> = iface
+    let parts: Vec<&str> = iface
         .key
         .iter()
         .map(|part| match part {
-            KeyPart::AccountingType => accounting_type.unwrap_or_default().to_string(),
-            KeyPart::Field(name) => match record.get(*name) {
-                Some(Value::String(s)) if !s.is_empty() => s.clone(),
-                Some(Value::Number(n)) => n.to_string(),
-                _ => shape.default_of(name).unwrap_or_default().to_string(),
+            KeyPart::AccountingType => accounting_type.unwrap_or_default(),
+            KeyPart::Field(name) => match record.member(name).map(Tree::get_ref) {
+                Some(Ref::String(s)) if !s.is_empty() => s,
+                Some(Ref::Number(n)) => n,
+                _ => shape.default_of(name).unwrap_or_default(),
             },
         })
         .collect();
-    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
     QueueKey::new(iface.key_space, &parts).map_err(|e| StoreError::Unavailable(e.to_string()))
 }
 

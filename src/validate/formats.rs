@@ -6,69 +6,70 @@
 
 use super::messages::render_str;
 use crate::number::Decimal;
+use crate::tree::{Ref, Tree};
 use serde_json::Value;
 use std::error::Error;
 
 type Check = Result<(), Box<dyn Error>>;
 
+/// The formats of ours, by the name a schema gives them. [`check`] runs them on any tree;
+/// boon runs them on `serde_json` values through [`all`].
+pub const NAMES: [&str; 7] = [
+    "money",
+    "quantity",
+    "date",
+    "iban",
+    "bic",
+    "coding-sum",
+    "bank-account",
+];
+
 /// The formats registered with the schema compiler, by name.
 pub fn all() -> Vec<boon::Format> {
+    fn f(name: &'static str, func: fn(&Value) -> Check) -> boon::Format {
+        boon::Format { name, func }
+    }
     vec![
-        boon::Format {
-            name: "money",
-            func: money,
-        },
-        boon::Format {
-            name: "quantity",
-            func: quantity,
-        },
-        boon::Format {
-            name: "date",
-            func: calendar_date,
-        },
-        boon::Format {
-            name: "iban",
-            func: iban,
-        },
-        boon::Format {
-            name: "bic",
-            func: bic,
-        },
-        boon::Format {
-            name: "coding-sum",
-            func: coding_sum,
-        },
-        boon::Format {
-            name: "bank-account",
-            func: bank_account,
-        },
+        f("money", |v| boxed(check("money", v))),
+        f("quantity", |v| boxed(check("quantity", v))),
+        f("date", |v| boxed(check("date", v))),
+        f("iban", |v| boxed(check("iban", v))),
+        f("bic", |v| boxed(check("bic", v))),
+        f("coding-sum", |v| boxed(check("coding-sum", v))),
+        f("bank-account", |v| boxed(check("bank-account", v))),
     ]
+}
+
+fn boxed(r: Result<(), String>) -> Check {
+    r.map_err(Into::into)
 }
 
 /// Whether a format's error text is already the final message.
 pub fn is_ours(name: &str) -> bool {
-    matches!(
-        name,
-        "money" | "quantity" | "date" | "iban" | "bic" | "coding-sum" | "bank-account"
-    )
+    NAMES.contains(&name)
 }
 
-/// Money (`Kind::Decimal(2)`) and quantities (`Kind::Decimal(6)`): the schema's `format` names
-/// the kind, and `numbers.rs` checks places and integer digits on the exact value (D6, D23),
-/// where a number's digits are read without expanding it. Nothing is left for boon to check.
-fn money(_: &Value) -> Check {
-    Ok(())
-}
-
-/// See [`money`].
-fn quantity(_: &Value) -> Check {
-    Ok(())
+/// Runs the format `name` of ours on `v`: `Err` with the exact message when `v` breaks it.
+/// A name that is not ours passes (the fast path never compiles a schema that uses one).
+pub fn check<T: Tree>(name: &str, v: &T) -> Result<(), String> {
+    match name {
+        // Money (`Kind::Decimal(2)`) and quantities (`Kind::Decimal(6)`): the schema's
+        // `format` names the kind, and `numbers.rs` checks places and integer digits on the
+        // exact value (D6, D23), where a number's digits are read without expanding it.
+        // Nothing is left to check here.
+        "money" | "quantity" => Ok(()),
+        "date" => v.as_str().map_or(Ok(()), calendar_date),
+        "iban" => filled(v).map_or(Ok(()), iban),
+        "bic" => filled(v).map_or(Ok(()), bic),
+        "coding-sum" => coding_sum(v),
+        "bank-account" => bank_account(v),
+        _ => Ok(()),
+    }
 }
 
 /// A `YYYY-MM-DD` string that names a real day (D7). Strings of another shape are left to the
 /// `pattern`, so a bad date gets exactly one message.
-fn calendar_date(v: &Value) -> Check {
-    let Value::String(s) = v else { return Ok(()) };
+fn calendar_date(s: &str) -> Result<(), String> {
     let b = s.as_bytes();
     let shaped = b.len() == 10
         && b[4] == b'-'
@@ -90,31 +91,32 @@ fn calendar_date(v: &Value) -> Check {
         _ => 0,
     };
     if year == 0 || day == 0 || day > days {
-        return Err(format!("string {} is not a valid calendar date", render_str(s)).into());
+        return Err(format!(
+            "string {} is not a valid calendar date",
+            render_str(s)
+        ));
     }
     Ok(())
 }
 
 /// The text of a string that is not empty; `None` for an optional string left empty (D8) and
 /// for anything else (its type is the schema's business).
-fn filled(v: &Value) -> Option<&str> {
+fn filled<T: Tree>(v: &T) -> Option<&str> {
     v.as_str().filter(|s| !s.is_empty())
 }
 
 /// An IBAN with a valid mod-97 checksum (D13), in electronic or print format. Empty is an
 /// optional string left empty (D8); the bank account then needs an account number.
-fn iban(v: &Value) -> Check {
-    let Some(s) = filled(v) else { return Ok(()) };
+fn iban(s: &str) -> Result<(), String> {
     if s.parse::<iban::Iban>().is_err() {
-        return Err(format!("string {} is not a valid IBAN", render_str(s)).into());
+        return Err(format!("string {} is not a valid IBAN", render_str(s)));
     }
     Ok(())
 }
 
 /// A BIC: 4 letters (bank), 2 letters (country), 2 letters or digits (location), optionally 3
 /// letters or digits (branch) (D13). Empty is an optional string left empty (D8).
-fn bic(v: &Value) -> Check {
-    let Some(s) = filled(v) else { return Ok(()) };
+fn bic(s: &str) -> Result<(), String> {
     let b = s.as_bytes();
     let alnum = |r: &[u8]| {
         r.iter()
@@ -124,15 +126,15 @@ fn bic(v: &Value) -> Check {
         && b[..6].iter().all(u8::is_ascii_uppercase)
         && alnum(&b[6..]);
     if !ok {
-        return Err(format!("string {} is not a valid BIC", render_str(s)).into());
+        return Err(format!("string {} is not a valid BIC", render_str(s)));
     }
     Ok(())
 }
 
 /// The distribution percentages of a PO v2 line's coding rows total exactly 100 (D6, D11).
 /// Skipped when a percentage is missing or not a number: that is reported on its own.
-fn coding_sum(v: &Value) -> Check {
-    let Some(Value::Array(coding)) = v.get("coding") else {
+fn coding_sum<T: Tree>(v: &T) -> Result<(), String> {
+    let Some(Ref::Array(coding)) = v.member("coding").map(Tree::get_ref) else {
         return Ok(());
     };
     if coding.is_empty() {
@@ -140,8 +142,8 @@ fn coding_sum(v: &Value) -> Check {
     }
     let mut sum = rust_decimal::Decimal::ZERO;
     for row in coding {
-        match row.get("distribution_percentage") {
-            Some(Value::Number(n)) => match Decimal::parse(n.as_str()).and_then(|d| d.exact()) {
+        match row.member("distribution_percentage").map(Tree::get_ref) {
+            Some(Ref::Number(n)) => match Decimal::parse(n).and_then(|d| d.exact()) {
                 Some(d) => sum += d,
                 None => return Ok(()),
             },
@@ -149,22 +151,24 @@ fn coding_sum(v: &Value) -> Check {
         }
     }
     if sum != rust_decimal::Decimal::ONE_HUNDRED {
-        let line = match v.get("line_number") {
-            Some(Value::Number(n)) => n.as_str().to_string(),
-            Some(Value::String(s)) => s.clone(),
+        let line = match v.member("line_number").map(Tree::get_ref) {
+            Some(Ref::Number(n)) => n.to_string(),
+            Some(Ref::String(s)) => s.to_string(),
             _ => "?".to_string(),
         };
-        return Err(
-            format!("coding distribution_percentage must sum to 100 for line {line}").into(),
-        );
+        return Err(format!(
+            "coding distribution_percentage must sum to 100 for line {line}"
+        ));
     }
     Ok(())
 }
 
 /// A vendor bank account is identified by an IBAN or an account number (D13).
-fn bank_account(v: &Value) -> Check {
-    let Value::Object(o) = v else { return Ok(()) };
-    let present = |k: &str| matches!(o.get(k), Some(Value::String(s)) if !s.is_empty());
+fn bank_account<T: Tree>(v: &T) -> Result<(), String> {
+    let Ref::Object(_) = v.get_ref() else {
+        return Ok(());
+    };
+    let present = |k: &str| v.member(k).and_then(filled).is_some();
     if !present("iban") && !present("account_number") {
         return Err("bank account needs an iban or an account_number".into());
     }
@@ -176,8 +180,24 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn msg(r: Check) -> String {
-        r.err().map(|e| e.to_string()).unwrap_or_default()
+    fn msg(r: Result<(), String>) -> String {
+        r.err().unwrap_or_default()
+    }
+
+    fn calendar_date(v: &Value) -> Result<(), String> {
+        check("date", v)
+    }
+
+    fn iban(v: &Value) -> Result<(), String> {
+        check("iban", v)
+    }
+
+    fn bic(v: &Value) -> Result<(), String> {
+        check("bic", v)
+    }
+
+    fn coding_sum(v: &Value) -> Result<(), String> {
+        check("coding-sum", v)
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! are written against, one per missing or unknown field, ordered as the record reads.
 
 use super::formats;
+use crate::tree::{Members, Ref, Tree};
 use boon::{ErrorKind, InstanceToken, ValidationError};
 use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet};
@@ -254,39 +255,58 @@ fn message(err: &ValidationError, value: &Value, steps: &[Step], schema: &Value)
 
 /// Strings XML 1.0 cannot carry: control characters other than tab, LF and CR, and the
 /// non-characters U+FFFE and U+FFFF. quick-xml would write them as they are and make the
-/// document invalid, so they are refused here.
-pub fn xml_unsafe(record: &Value, steps: &mut Vec<Step>, out: &mut Vec<Violation>) {
-    match record {
-        Value::String(s) => {
+/// document invalid, so they are refused here. `steps` is where `record` sits.
+pub fn xml_unsafe<T: Tree>(record: &T, steps: &mut Vec<Step>, out: &mut Vec<Violation>) {
+    let mut path: Vec<PathStep<'_>> = Vec::new();
+    unsafe_chars(record, &mut path, &mut |at, message| {
+        let mut all = steps.clone();
+        all.extend(at.iter().map(|s| match s {
+            PathStep::Key(k) => Step::Key((*k).to_string()),
+            PathStep::Index(i) => Step::Index(*i),
+        }));
+        out.push(Violation::new(all, message));
+    });
+}
+
+/// A step of a path borrowed from the record; owned [`Step`]s are made only for a violation.
+#[derive(Clone, Copy)]
+enum PathStep<'r> {
+    Key(&'r str),
+    Index(usize),
+}
+
+fn unsafe_chars<'r, T: Tree + 'r>(
+    v: &'r T,
+    path: &mut Vec<PathStep<'r>>,
+    found: &mut impl FnMut(&[PathStep<'r>], String),
+) {
+    match v.get_ref() {
+        Ref::String(s) => {
             let bad = s.chars().find(|&c| {
                 (c < '\u{20}' && !matches!(c, '\t' | '\n' | '\r'))
                     || matches!(c, '\u{FFFE}' | '\u{FFFF}')
             });
             if let Some(c) = bad {
-                out.push(Violation::new(
-                    steps.clone(),
-                    format!(
-                        "string {} contains a character that XML cannot carry (U+{:04X})",
-                        render_str(s),
-                        c as u32
-                    ),
-                ));
+                let message = format!(
+                    "string {} contains a character that XML cannot carry (U+{:04X})",
+                    render_str(s),
+                    c as u32
+                );
+                found(path, message);
             }
         }
-        Value::Array(items) => {
+        Ref::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                steps.push(Step::Index(i));
-                xml_unsafe(item, steps, out);
-                steps.pop();
+                path.push(PathStep::Index(i));
+                unsafe_chars(item, path, found);
+                path.pop();
             }
         }
-        Value::Object(map) => {
-            for (k, v) in map {
-                steps.push(Step::Key(k.clone()));
-                xml_unsafe(v, steps, out);
-                steps.pop();
-            }
-        }
+        Ref::Object(map) => map.each(|k, v| {
+            path.push(PathStep::Key(k));
+            unsafe_chars(v, path, found);
+            path.pop();
+        }),
         _ => {}
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod cost;
 pub mod envelope;
+pub mod fast;
 pub mod formats;
 pub mod json;
 pub mod messages;
@@ -52,6 +53,8 @@ struct Compiled {
     schemas: boon::Schemas,
     index: boon::SchemaIndex,
     shape: Shape,
+    /// The same schema as a plan for the fast path, when it uses only what a plan can say.
+    fast: Option<fast::Plan>,
     /// The schema document, for the original texts of its keywords.
     json: Value,
     origin: Option<PathBuf>,
@@ -107,6 +110,30 @@ impl Validator {
         out
     }
 
+    /// Whether the fast path can show `record` valid: by the interface's [`fast::Plan`], the
+    /// number rules and the XML-unsafe characters, exactly the verdict [`Self::check`] gives
+    /// a valid record. `false` means "ask [`Self::check`]", never "invalid".
+    pub fn fast_accepts(&self, iface: &Interface, record: &fast::Node<'_>) -> bool {
+        let Some(c) = self.get(iface) else {
+            return false;
+        };
+        let Some(plan) = &c.fast else {
+            return false;
+        };
+        if !plan.accepts(record) {
+            return false;
+        }
+        let mut out = Vec::new();
+        numbers::check(&c.shape, record, &mut out);
+        xml_unsafe(record, &mut Vec::new(), &mut out);
+        out.is_empty()
+    }
+
+    /// Whether an interface's schema has a plan for the fast path.
+    pub fn has_fast_path(&self, iface: &Interface) -> bool {
+        self.get(iface).is_some_and(|c| c.fast.is_some())
+    }
+
     /// The XML shape of an interface's records (`None` for an interface not in the table).
     pub fn shape(&self, iface: &Interface) -> Option<&Shape> {
         self.get(iface).map(|c| &c.shape)
@@ -145,6 +172,7 @@ fn compile(iface: &Interface, dir: Option<&Path>) -> Result<Compiled, SchemaErro
         source,
     })?;
     let shape = Shape::from_schema(&json);
+    let fast = fast::Plan::compile(&json);
     let mut compiler = boon::Compiler::new();
     compiler.set_default_draft(boon::Draft::V7);
     for f in formats::all() {
@@ -164,6 +192,7 @@ fn compile(iface: &Interface, dir: Option<&Path>) -> Result<Compiled, SchemaErro
         schemas,
         index,
         shape,
+        fast,
         json,
         origin: file,
     })

@@ -6,47 +6,69 @@
 use super::messages::{Step, Violation};
 use crate::number::{Decimal, INTEGER_MAX};
 use crate::shape::{DECIMAL_INT_DIGITS, Kind, Shape};
-use serde_json::{Map, Value};
+use crate::tree::{Members, Ref, Tree};
+
+/// A step of the path walked, borrowed from the record: owned [`Step`]s are only made for a
+/// violation.
+#[derive(Clone, Copy)]
+enum At<'r> {
+    Key(&'r str),
+    Index(usize),
+}
+
+fn owned(path: &[At<'_>]) -> Vec<Step> {
+    path.iter()
+        .map(|s| match s {
+            At::Key(k) => Step::Key((*k).to_string()),
+            At::Index(i) => Step::Index(*i),
+        })
+        .collect()
+}
 
 /// Every number-rule violation of `record`, in document order.
-pub fn check(shape: &Shape, record: &Value, out: &mut Vec<Violation>) {
-    if let Value::Object(map) = record {
-        object(shape, map, &mut Vec::new(), out);
+pub fn check<T: Tree>(shape: &Shape, record: &T, out: &mut Vec<Violation>) {
+    if let Ref::Object(map) = record.get_ref() {
+        object::<T>(shape, map, &mut Vec::new(), out);
     }
 }
 
-fn object(
+fn object<'r, T: Tree + 'r>(
     shape: &Shape,
-    map: &Map<String, Value>,
-    steps: &mut Vec<Step>,
+    map: &'r T::Object,
+    steps: &mut Vec<At<'r>>,
     out: &mut Vec<Violation>,
 ) {
-    for (name, v) in map {
+    map.each(|name, v| {
         let kind = match shape.field(name) {
             Some(f) => &f.kind,
             // An unknown field is the schema's business (refused, or kept as it is by a
             // replaced schema that allows it): its numbers still need a bound.
             None if shape.is_open() => &Kind::OTHER_NUMBER,
-            None => continue,
+            None => return,
         };
-        steps.push(Step::Key(name.clone()));
+        steps.push(At::Key(name));
         value(kind, v, steps, out);
         steps.pop();
-    }
+    });
 }
 
-fn value(kind: &Kind, v: &Value, steps: &mut Vec<Step>, out: &mut Vec<Violation>) {
-    match (v, kind) {
-        (Value::Number(n), Kind::Integer) => integer(n.as_str(), steps, out),
-        (Value::Number(n), Kind::Decimal(places)) => decimal(n.as_str(), *places, steps, out),
-        (Value::Number(n), Kind::Scalar) => {
+fn value<'r, T: Tree + 'r>(
+    kind: &Kind,
+    v: &'r T,
+    steps: &mut Vec<At<'r>>,
+    out: &mut Vec<Violation>,
+) {
+    match (v.get_ref(), kind) {
+        (Ref::Number(n), Kind::Integer) => integer(n, steps, out),
+        (Ref::Number(n), Kind::Decimal(places)) => decimal(n, *places, steps, out),
+        (Ref::Number(n), Kind::Scalar) => {
             // A schema without a type here: bounded like any other decimal.
-            decimal(n.as_str(), crate::shape::OTHER_DECIMAL_PLACES, steps, out);
+            decimal(n, crate::shape::OTHER_DECIMAL_PLACES, steps, out);
         }
-        (Value::Object(map), Kind::Object(shape)) => object(shape, map, steps, out),
-        (Value::Array(items), Kind::Array { of, .. }) => {
+        (Ref::Object(map), Kind::Object(shape)) => object::<T>(shape, map, steps, out),
+        (Ref::Array(items), Kind::Array { of, .. }) => {
             for (i, item) in items.iter().enumerate() {
-                steps.push(Step::Index(i));
+                steps.push(At::Index(i));
                 value(of, item, steps, out);
                 steps.pop();
             }
@@ -64,7 +86,7 @@ fn shown(text: &str) -> &str {
     }
 }
 
-fn integer(text: &str, steps: &[Step], out: &mut Vec<Violation>) {
+fn integer(text: &str, steps: &[At<'_>], out: &mut Vec<Violation>) {
     let Some(d) = Decimal::parse(text) else {
         return;
     };
@@ -80,16 +102,16 @@ fn integer(text: &str, steps: &[Step], out: &mut Vec<Violation>) {
     } else {
         return;
     };
-    out.push(Violation::new(steps.to_vec(), message));
+    out.push(Violation::new(owned(steps), message));
 }
 
-fn decimal(text: &str, places: u64, steps: &[Step], out: &mut Vec<Violation>) {
+fn decimal(text: &str, places: u64, steps: &[At<'_>], out: &mut Vec<Violation>) {
     let Some(d) = Decimal::parse(text) else {
         return;
     };
     if d.int_digits() > DECIMAL_INT_DIGITS {
         out.push(Violation::new(
-            steps.to_vec(),
+            owned(steps),
             format!(
                 "number {} has more than {DECIMAL_INT_DIGITS} integer digits",
                 shown(text)
@@ -98,7 +120,7 @@ fn decimal(text: &str, places: u64, steps: &[Step], out: &mut Vec<Violation>) {
     }
     if d.places() > places {
         out.push(Violation::new(
-            steps.to_vec(),
+            owned(steps),
             format!(
                 "number {} has more than {places} decimal places",
                 shown(text)
@@ -110,7 +132,7 @@ fn decimal(text: &str, places: u64, steps: &[Step], out: &mut Vec<Violation>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn messages(record: &str) -> Vec<(String, String)> {
         let shape = Shape::from_schema(&json!({
