@@ -255,16 +255,18 @@ fn message(err: &ValidationError, value: &Value, steps: &[Step], schema: &Value)
 
 /// Strings XML 1.0 cannot carry: control characters other than tab, LF and CR, and the
 /// non-characters U+FFFE and U+FFFF. quick-xml would write them as they are and make the
-/// document invalid, so they are refused here. `steps` is where `record` sits.
-pub fn xml_unsafe<T: Tree>(record: &T, steps: &mut Vec<Step>, out: &mut Vec<Violation>) {
+/// document invalid, so they are refused here.
+pub fn xml_unsafe<T: Tree>(record: &T, out: &mut Vec<Violation>) {
     let mut path: Vec<PathStep<'_>> = Vec::new();
     unsafe_chars(record, &mut path, &mut |at, message| {
-        let mut all = steps.clone();
-        all.extend(at.iter().map(|s| match s {
-            PathStep::Key(k) => Step::Key((*k).to_string()),
-            PathStep::Index(i) => Step::Index(*i),
-        }));
-        out.push(Violation::new(all, message));
+        let steps = at
+            .iter()
+            .map(|s| match s {
+                PathStep::Key(k) => Step::Key((*k).to_string()),
+                PathStep::Index(i) => Step::Index(*i),
+            })
+            .collect();
+        out.push(Violation::new(steps, message));
     });
 }
 
@@ -417,11 +419,7 @@ mod tests {
     #[test]
     fn control_characters_are_found_with_their_code_point() {
         let mut out = vec![];
-        xml_unsafe(
-            &json!({"a": "ok\tfine", "b": ["x\u{7}y"]}),
-            &mut vec![],
-            &mut out,
-        );
+        xml_unsafe(&json!({"a": "ok\tfine", "b": ["x\u{7}y"]}), &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].pointer(), "/b/0");
         assert_eq!(

@@ -105,7 +105,7 @@ impl Validator {
             from_boon(&e, &cx, &mut out);
         }
         out.append(&mut numbers);
-        xml_unsafe(record, &mut Vec::new(), &mut out);
+        xml_unsafe(record, &mut out);
         sort_in_document_order(record, &mut out);
         out
     }
@@ -125,7 +125,7 @@ impl Validator {
         }
         let mut out = Vec::new();
         numbers::check(&c.shape, record, &mut out);
-        xml_unsafe(record, &mut Vec::new(), &mut out);
+        xml_unsafe(record, &mut out);
         out.is_empty()
     }
 
