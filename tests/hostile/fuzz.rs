@@ -35,6 +35,7 @@ mod json;
 mod mutate;
 mod numbers;
 mod oracle;
+mod paths;
 mod queue;
 mod replay;
 mod slots;

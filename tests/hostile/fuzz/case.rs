@@ -167,9 +167,18 @@ impl Case {
 
 /// Which answer a case must get, and its cases (weighted toward answers that look at records).
 pub fn cases(iface: &'static Interface) -> BoxedStrategy<Case> {
+    cases_with(iface, true)
+}
+
+/// [`cases`], with the records mutated or all left valid (the body may still be damaged).
+pub fn cases_with(iface: &'static Interface, mutated: bool) -> BoxedStrategy<Case> {
     let schema = schema(iface);
     let record = valid::value(&schema, &schema);
-    let ops = prop_oneof![2 => Just(vec![]), 3 => vec(mutate::op(), 1..4)];
+    let ops = if mutated {
+        prop_oneof![2 => Just(vec![]), 3 => vec(mutate::op(), 1..4)].boxed()
+    } else {
+        Just(vec![]).boxed()
+    };
     let records = vec((record, ops), 1..=5);
     let resends = vec((any::<usize>(), any::<usize>(), any::<bool>()), 0..3);
     let body = prop_oneof![

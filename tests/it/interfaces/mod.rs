@@ -11,5 +11,6 @@ mod support;
 mod accepted;
 mod literal;
 mod offline;
+mod paths;
 mod shape;
 mod values;

@@ -13,9 +13,9 @@ use std::path::Path;
 use std::time::Duration;
 
 /// One request body of the corpus.
-struct Case {
-    name: String,
-    body: Vec<u8>,
+pub(super) struct Case {
+    pub(super) name: String,
+    pub(super) body: Vec<u8>,
 }
 
 fn case(name: impl Into<String>, records: &[Value]) -> Case {
@@ -33,7 +33,7 @@ fn raw(name: &str, body: &[u8]) -> Case {
 }
 
 /// Valid and invalid bodies for `iface`, derived from its schema and fixtures.
-fn corpus(iface: &Interface) -> Vec<Case> {
+pub(super) fn corpus(iface: &Interface) -> Vec<Case> {
     let (min, full) = (minimal(iface), full(iface));
     let mut cases = vec![
         case("minimal", std::slice::from_ref(&min)),
