@@ -3,16 +3,17 @@
 //! CPU part of every request: envelope, UTF-8, nesting and duplicate keys, validation, number
 //! rules, XML) runs on it exactly as the service runs it.
 //!
-//! Nothing may panic; every record the intake would queue must be well-formed XML carrying
+//! The fast path and the reference path must give the same answer (D14). Nothing may panic;
+//! every record the intake would queue must be well-formed XML carrying
 //! only characters XML 1.0 allows (D19), as must the document delivery would build from them;
 //! and the outcome's counts and indices must agree with D1-D3.
 #![no_main]
 
 use ap_intake::budget::Budget;
 use ap_intake::delivery::Waker;
-use ap_intake::intake::{Intake, IntakeError, Limits, Status};
+use ap_intake::intake::{Intake, IntakeError, Limits, Outcome, Status};
 use ap_intake::interfaces::{INTERFACES, Mode};
-use ap_intake::queue::{SqliteStore, Store, Writer};
+use ap_intake::queue::{NewRecord, SqliteStore, Store, Writer};
 use ap_intake::validate::Validator;
 use libfuzzer_sys::fuzz_target;
 use quick_xml::events::Event;
@@ -48,10 +49,12 @@ fuzz_target!(|data: &[u8]| {
     };
     let iface = &INTERFACES[usize::from(pick) % INTERFACES.len()];
     let accounting_type = iface.needs_accounting_type.then_some("PROJECT");
-    let (outcome, accepted) = match intake()
-        .checker()
-        .check_records(iface, accounting_type, body, None)
-    {
+    let checker = intake().checker();
+    let checked = checker.check_records(iface, accounting_type, body, None);
+    // D14: the fast path answers as the reference path does, or leaves the answer to it.
+    let reference = checker.check_records_slow(iface, accounting_type, body, None);
+    assert_eq!(summary(&checked), summary(&reference), "the two paths differ");
+    let (outcome, accepted) = match checked {
         Ok(checked) => checked,
         Err(IntakeError::Structure(_) | IntakeError::TooManyRecords { .. }) => return,
         Err(e) => panic!("check_records failed: {e}"),
@@ -74,6 +77,22 @@ fuzz_target!(|data: &[u8]| {
     let doc = ap_intake::xml::document(iface, accepted.iter().map(|r| r.xml.as_bytes()));
     well_formed(&doc, Some(iface.xml_root));
 });
+
+/// An answer in a form two answers can be compared in.
+fn summary(
+    checked: &Result<(Outcome, Vec<NewRecord>), IntakeError>,
+) -> Result<(Outcome, Vec<(Vec<u8>, String)>), String> {
+    match checked {
+        Ok((outcome, records)) => Ok((
+            outcome.clone(),
+            records
+                .iter()
+                .map(|r| (r.key.as_bytes().to_vec(), r.xml.clone()))
+                .collect(),
+        )),
+        Err(e) => Err(format!("{e:?}")),
+    }
+}
 
 /// Panics unless `xml` is one well-formed element (named `root`) of XML 1.0 characters.
 fn well_formed(xml: &[u8], root: Option<&str>) {
