@@ -226,7 +226,10 @@ pub trait Store: Send + Sync + 'static {
     /// The item of one key.
     fn get(&self, key: &QueueKey) -> Result<Option<Item>, StoreError>;
 
-    /// Up to `limit` pending items of an interface, oldest first.
+    /// Up to `limit` pending items of an interface, oldest first: in the order their keys
+    /// were queued (a resent pending key keeps its place, D16). SQLite keeps that order
+    /// whatever the wall clock does (D31); PostgreSQL orders by the queued time, then the
+    /// order of queueing.
     fn pending(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError>;
 
     /// The keys in `state`, of one interface or all.

@@ -38,7 +38,8 @@ fn header(conn: &Connection, path: &Path) -> Result<(), StoreError> {
             detail: format!("not an ap-intake queue (application id {app:#x})"),
         });
     }
-    if version != SCHEMA_VERSION {
+    // Schema 1 is upgraded when the queue is opened (migrate.rs).
+    if version != SCHEMA_VERSION && version != 1 {
         return Err(StoreError::Unavailable(format!(
             "{} has queue schema {version}; this version of ap-intake reads schema \
              {SCHEMA_VERSION} (run the version that wrote it until `ap-intake status` shows \
@@ -119,19 +120,21 @@ fn integrity(conn: &Connection, pragma: &str) -> Result<Vec<String>, rusqlite::E
 const BAD_STATE: &str = "typeof(state) != 'integer' OR state NOT IN (0, 1, 2)";
 const BAD_INTERFACE: &str = "typeof(interface) != 'text'";
 
-/// Shortly after the service's start (D29): damaged rows are quarantined rather than left
-/// where no query finds them, and the counters are recounted when any was. One pass over the
-/// delivery-order index, which holds both columns (a damaged version or XML is met, and
-/// quarantined, on delivery). The pass reads on `reader` (about 200 ms with a million
-/// rows), so neither the start nor the writer waits for it; only the rows it found
-/// are changed on `writer`, each again only while it is still a misfit.
+/// Shortly after the service's start (D29): rows whose state is damaged are quarantined
+/// rather than left where no query finds them, and the counters are recounted when any was.
+/// A damaged state is not 0, so the partial index of parked rows holds every such row and the
+/// pass reads only that index (a damaged interface, version or XML of a pending row is met,
+/// and quarantined, on delivery, which reads the line by place). The pass reads on `reader`,
+/// so neither the start nor the writer waits for it; only the rows it found are changed on
+/// `writer`, each again only while it is still a misfit.
 pub(super) fn sweep(
     reader: &Connection,
     writer: &Mutex<WriterConn>,
 ) -> Result<(), rusqlite::Error> {
     let misfits: Vec<i64> = {
         let mut stmt = reader.prepare(&format!(
-            "SELECT rowid FROM item INDEXED BY item_line WHERE {BAD_STATE} OR {BAD_INTERFACE}"
+            "SELECT rowid FROM item INDEXED BY item_parked
+             WHERE state != 0 AND ({BAD_STATE} OR {BAD_INTERFACE})"
         ))?;
         let rows = stmt.query_map([], |r| r.get(0))?;
         rows.collect::<Result<_, _>>()?

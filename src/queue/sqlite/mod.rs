@@ -2,22 +2,29 @@
 //! `synchronous=FULL`, so a commit is on disk (the WAL fsync'd) when it returns (D17).
 //!
 //! ```sql
-//! -- application_id 0x41504951 ('APIQ'), user_version 1 (SCHEMA_VERSION below);
-//! -- auto_vacuum INCREMENTAL: pages freed by deliveries go back to the filesystem.
+//! -- application_id 0x41504951 ('APIQ'), user_version 2 (SCHEMA_VERSION below; a queue of
+//! -- schema 1 is upgraded at open, migrate.rs); auto_vacuum INCREMENTAL: pages freed by
+//! -- deliveries go back to the filesystem.
+//! CREATE TABLE line (n INTEGER PRIMARY KEY,    -- one delivery line per interface, numbered
+//!                    interface TEXT NOT NULL UNIQUE);      -- when it is first used
 //! CREATE TABLE item (                      -- one row per queue key (D15, D16)
+//!   -- rowid: the key's place, line n << 48 | the version that placed it. The line is the
+//!   -- table's own order, so an interface's line is a range of rowids and needs no index.
+//!   -- A resend of a pending key and a requeue keep the place (D16, D18).
 //!   key        BLOB PRIMARY KEY,           -- QueueKey bytes: space 0x00 part 0x00 part
 //!   interface  TEXT NOT NULL,              -- interface id of the latest version
 //!   state      INTEGER NOT NULL,           -- 0 pending, 1 rejected, 2 quarantined (D18, D29)
 //!   version    INTEGER NOT NULL,           -- store-wide, grows with every upsert
 //!   queued_at  INTEGER NOT NULL,           -- unix ms the key became pending; kept on resend
-//!   seq        INTEGER NOT NULL,           -- its place among keys queued in the same ms
 //!   updated_at INTEGER NOT NULL,           -- unix ms of the latest version
 //!   attempts   INTEGER NOT NULL,
 //!   last_error TEXT,                       -- last delivery failure, rejection or quarantine
 //!   xml        TEXT NOT NULL,              -- the record's XML element (D19)
 //!   state_at   INTEGER                     -- unix ms it was rejected, quarantined or requeued
 //! );
-//! CREATE INDEX item_line ON item (interface, state, queued_at, seq);   -- delivery order
+//! CREATE INDEX item_parked ON item (state) WHERE state != 0;
+//!                                          -- rejected, quarantined and damaged rows only:
+//!                                          -- queueing a pending record never touches it
 //! CREATE TABLE counter (interface TEXT, kind TEXT, n INTEGER NOT NULL,
 //!                       PRIMARY KEY (interface, kind)) WITHOUT ROWID;
 //!                                          -- pending, rejected, quarantined, delivered
@@ -27,11 +34,13 @@
 //!                       last_success_ms INTEGER) WITHOUT ROWID;   -- D18, D31, D32
 //! CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 //!                                          -- next_version, probe
-//! -- Receipts (D38), pruned after [receipts] retention_days (sqlite/receipts.rs):
+//! -- Receipts (D38), pruned after [receipts] retention_days (sqlite/receipts.rs). A request's
+//! -- lines (index, key, version of each record) are one blob, not a row each:
 //! CREATE TABLE receipt (rid INTEGER PRIMARY KEY, request_id TEXT, api_key TEXT,
-//!                       nonce INTEGER, interface TEXT, received_at INTEGER);
-//!                                          -- UNIQUE (request_id, api_key); INDEX received_at
-//! CREATE TABLE receipt_line (rid, idx, key BLOB, version, PRIMARY KEY (rid, idx)) WITHOUT ROWID;
+//!                       nonce INTEGER, interface TEXT, received_at INTEGER,
+//!                       lines BLOB);       -- UNIQUE (request_id, api_key); rids grow with time
+//! CREATE TABLE receipt_more (rid, first, lines BLOB, PRIMARY KEY (rid, first)) WITHOUT ROWID;
+//!                                          -- lines of a large request's later transactions
 //! CREATE TABLE settled (key BLOB, version, state, at, reason,
 //!                       PRIMARY KEY (key, version)) WITHOUT ROWID;
 //!                                          -- versions that left: delivered (3) or dropped
@@ -44,6 +53,7 @@
 //! for the writer) and returns free pages to the filesystem after large deliveries.
 
 mod check;
+mod migrate;
 mod read;
 mod receipts;
 mod store;
@@ -65,7 +75,7 @@ pub const FILE_NAME: &str = "queue.sqlite3";
 /// Marks a file as an ap-intake queue (`PRAGMA application_id`, "APIQ").
 const APPLICATION_ID: i64 = 0x4150_4951;
 /// The schema this version reads and writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// How long a connection waits for a lock another connection (the CLI beside the service, a
 /// checkpoint) holds before reporting the store busy.
@@ -191,7 +201,7 @@ impl SqliteStore {
             create_schema(&mut conn).map_err(|e| error_at(&path, e))?;
         }
         check::quick(&mut conn, &path, mode)?;
-        upgrade(&conn).map_err(|e| error_at(&path, e))?;
+        upgrade(&mut conn).map_err(|e| error_at(&path, e))?;
         let next_version = read::next_version(&conn).map_err(|e| error_at(&path, e))?;
         let writer = Arc::new(Mutex::new(WriterConn { conn, next_version }));
         let checkpointer = match mode {
@@ -407,15 +417,24 @@ pub(super) fn pragma(conn: &Connection, body: &str) -> Result<(), rusqlite::Erro
     Ok(())
 }
 
+/// The item table's columns (also made by the upgrade from schema 1).
+const ITEM_COLUMNS: &str = "(key BLOB PRIMARY KEY, interface TEXT NOT NULL,
+    state INTEGER NOT NULL, version INTEGER NOT NULL, queued_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL, attempts INTEGER NOT NULL, last_error TEXT, xml TEXT NOT NULL,
+    state_at INTEGER)";
+/// The lines and the item table's index.
+const LINE_SCHEMA: &str = "
+  CREATE TABLE line (n INTEGER PRIMARY KEY, interface TEXT NOT NULL UNIQUE);";
+const PARKED_INDEX: &str = "CREATE INDEX item_parked ON item (state) WHERE state != 0;";
+
 fn create_schema(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     let tx = conn.transaction()?;
     tx.execute_batch(&format!(
-        "CREATE TABLE item (key BLOB PRIMARY KEY, interface TEXT NOT NULL,
-           state INTEGER NOT NULL, version INTEGER NOT NULL, queued_at INTEGER NOT NULL,
-           seq INTEGER NOT NULL, updated_at INTEGER NOT NULL, attempts INTEGER NOT NULL,
-           last_error TEXT, xml TEXT NOT NULL, state_at INTEGER);
-         CREATE INDEX item_line ON item (interface, state, queued_at, seq);
-         CREATE TABLE counter (interface TEXT, kind TEXT, n INTEGER NOT NULL,
+        "CREATE TABLE item {ITEM_COLUMNS}; {PARKED_INDEX} {LINE_SCHEMA}"
+    ))?;
+    tx.execute_batch(receipts::SCHEMA)?;
+    tx.execute_batch(&format!(
+        "CREATE TABLE counter (interface TEXT, kind TEXT, n INTEGER NOT NULL,
            PRIMARY KEY (interface, kind)) WITHOUT ROWID;
          CREATE TABLE backoff (interface TEXT PRIMARY KEY, failures INTEGER NOT NULL,
            next_attempt_ms INTEGER NOT NULL, last_error TEXT, last_error_ms INTEGER,
@@ -428,19 +447,11 @@ fn create_schema(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     tx.commit()
 }
 
-/// Adds what later versions of schema 1 added: the backoff's pause and last success (D32),
-/// the receipts and the time an item reached its state (D38).
-fn upgrade(conn: &Connection) -> Result<(), rusqlite::Error> {
-    conn.execute_batch(receipts::SCHEMA)?;
-    for (table, column, ddl) in [
-        ("backoff", "paused", "paused INTEGER NOT NULL DEFAULT 0"),
-        ("backoff", "last_success_ms", "last_success_ms INTEGER"),
-        ("item", "state_at", "state_at INTEGER"),
-    ] {
-        let mut stmt = conn.prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?;
-        if !stmt.exists(rusqlite::params![table, column])? {
-            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {ddl}"))?;
-        }
+/// Brings a queue of schema 1 to schema 2 (migrate.rs); a queue of schema 2 is left as it is.
+fn upgrade(conn: &mut Connection) -> Result<(), rusqlite::Error> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version == 1 {
+        migrate::from_v1(conn)?;
     }
     Ok(())
 }

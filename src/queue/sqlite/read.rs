@@ -1,6 +1,7 @@
 //! Reading the queue tables (schema in `mod.rs`). A row that cannot be turned back into an
 //! [`Item`] is reported, not fatal: the caller quarantines it (D29).
 
+use super::write::PLACE_BITS;
 use crate::queue::{Backoff, Item, QueueKey, State, Stats};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -8,7 +9,7 @@ use std::collections::HashMap;
 
 /// The columns [`decode`] reads, after the rowid.
 pub(super) const COLUMNS: &str =
-    "rowid, key, interface, state, version, queued_at, seq, updated_at, attempts, last_error, xml";
+    "rowid, key, interface, state, version, queued_at, updated_at, attempts, last_error, xml";
 
 /// A row that could not be read: its rowid and why.
 pub(super) type Unreadable = (i64, String);
@@ -80,20 +81,20 @@ fn cells(row: &Row<'_>) -> Result<(QueueKey, Item), Bad> {
         ValueRef::Integer(2) => State::Quarantined,
         other => return Err(Bad::Row(format!("unknown state {other:?}"))),
     };
-    let last_error = match row.get_ref(9)? {
+    let last_error = match row.get_ref(8)? {
         ValueRef::Null => None,
-        _ => Some(text(9, "last_error")?),
+        _ => Some(text(8, "last_error")?),
     };
     let item = Item {
         interface: text(2, "interface")?,
         version: int(4, "version")?,
         state,
         queued_at_ms: int(5, "queued_at")?,
-        updated_at_ms: int(7, "updated_at")?,
-        attempts: u32::try_from(int(8, "attempts")?)
+        updated_at_ms: int(6, "updated_at")?,
+        attempts: u32::try_from(int(7, "attempts")?)
             .map_err(|_| Bad::Row("attempts out of range".into()))?,
         last_error,
-        xml: text(10, "xml")?,
+        xml: text(9, "xml")?,
     };
     Ok((key, item))
 }
@@ -132,20 +133,31 @@ pub(super) fn get(
     stmt.query_row(params![key.as_bytes()], decode).optional()
 }
 
-/// Items of one interface in a state, in delivery order (oldest first), up to `limit`.
+/// The rowids of `interface`'s line (`None`: it has never had one).
+fn range(conn: &Connection, interface: &str) -> rusqlite::Result<Option<(i64, i64)>> {
+    let n: Option<i64> = conn
+        .prepare_cached("SELECT n FROM line WHERE interface = ?1")?
+        .query_row(params![interface], |r| r.get(0))
+        .optional()?;
+    Ok(n.map(|n| (n << PLACE_BITS, ((n + 1) << PLACE_BITS) - 1)))
+}
+
+/// Pending items of one interface, in delivery order (oldest place first), up to `limit`.
 pub(super) fn line(
     conn: &Connection,
     interface: &str,
-    state: State,
     limit: usize,
 ) -> rusqlite::Result<Vec<Result<(QueueKey, Item), Unreadable>>> {
+    let Some((first, last)) = range(conn, interface)? else {
+        return Ok(Vec::new());
+    };
     let sql = format!(
-        "SELECT {COLUMNS} FROM item WHERE interface = ?1 AND state = ?2
-         ORDER BY queued_at, seq LIMIT ?3"
+        "SELECT {COLUMNS} FROM item WHERE rowid BETWEEN ?1 AND ?2 AND state = 0
+         ORDER BY rowid LIMIT ?3"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = stmt.query_map(params![interface, state_code(state), limit], decode)?;
+    let rows = stmt.query_map(params![first, last, limit], decode)?;
     rows.collect()
 }
 
@@ -155,10 +167,15 @@ pub(super) fn keys(
     state: State,
     interface: Option<&str>,
 ) -> rusqlite::Result<Vec<QueueKey>> {
-    let mut stmt = conn.prepare_cached(
+    // Parked keys are found through their partial index (`state != 0` said as it is
+    // written there), pending ones in place order.
+    let mut stmt = conn.prepare_cached(if state == State::Pending {
         "SELECT key FROM item WHERE state = ?1 AND (?2 IS NULL OR interface = ?2)
-         ORDER BY interface, queued_at, seq",
-    )?;
+         ORDER BY interface, rowid"
+    } else {
+        "SELECT key FROM item WHERE state = ?1 AND state != 0 AND (?2 IS NULL OR interface = ?2)
+         ORDER BY interface, rowid"
+    })?;
     let rows = stmt.query_map(params![state_code(state), interface], |r| {
         Ok(match r.get_ref(0)? {
             ValueRef::Blob(b) | ValueRef::Text(b) => Some(QueueKey::from_bytes(b)),
@@ -179,13 +196,16 @@ pub(super) fn stats(conn: &Connection, interface: &str) -> rusqlite::Result<Stat
         counts.insert(kind, u64::try_from(n).unwrap_or(0));
     }
     let count = |k: &str| counts.get(k).copied().unwrap_or(0);
-    let oldest_pending_ms: Option<i64> = conn
-        .prepare_cached(
-            "SELECT queued_at FROM item WHERE interface = ?1 AND state = 0
-             ORDER BY queued_at, seq LIMIT 1",
-        )?
-        .query_row(params![interface], |r| r.get(0))
-        .optional()?;
+    let oldest_pending_ms: Option<i64> = match range(conn, interface)? {
+        None => None,
+        Some((first, last)) => conn
+            .prepare_cached(
+                "SELECT queued_at FROM item WHERE rowid BETWEEN ?1 AND ?2 AND state = 0
+                 ORDER BY rowid LIMIT 1",
+            )?
+            .query_row(params![first, last], |r| r.get(0))
+            .optional()?,
+    };
     let backoff = conn
         .prepare_cached(
             "SELECT failures, next_attempt_ms, last_error, last_error_ms, paused,

@@ -1,74 +1,144 @@
 //! Receipts (D38) in SQLite: written with the records they describe, in the same
-//! transaction; a record's state is read from the item that holds its key, or from the
-//! `settled` row its version left behind when it was delivered or dropped.
+//! transaction, a request's lines as one blob; a record's state is read from the item that
+//! holds its key, or from the `settled` row its version left behind when it was delivered or
+//! dropped.
 
 use super::read::state_code;
 use crate::queue::receipt::{Receipt, ReceiptLine, ReceiptRecord, ReceiptState, RequestInfo};
 use crate::queue::{QueueKey, State};
-use rusqlite::{CachedStatement, Connection, OptionalExtension, Transaction, params};
-use std::collections::HashMap;
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use std::sync::Arc;
 
-/// The tables, created on open when absent (a queue from before receipts gains them).
+/// The tables (schema 2; migrate.rs brings schema 1's `receipt_line` rows into blobs).
 pub(super) const SCHEMA: &str = "
-  CREATE TABLE IF NOT EXISTS receipt (rid INTEGER PRIMARY KEY, request_id TEXT NOT NULL,
+  CREATE TABLE receipt (rid INTEGER PRIMARY KEY, request_id TEXT NOT NULL,
     api_key TEXT NOT NULL, nonce INTEGER NOT NULL, interface TEXT NOT NULL,
-    received_at INTEGER NOT NULL);
-  CREATE UNIQUE INDEX IF NOT EXISTS receipt_id ON receipt (request_id, api_key);
-  CREATE INDEX IF NOT EXISTS receipt_age ON receipt (received_at);
-  CREATE TABLE IF NOT EXISTS receipt_line (rid INTEGER NOT NULL, idx INTEGER NOT NULL,
-    key BLOB NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (rid, idx)) WITHOUT ROWID;
-  CREATE TABLE IF NOT EXISTS settled (key BLOB NOT NULL, version INTEGER NOT NULL,
+    received_at INTEGER NOT NULL, lines BLOB NOT NULL);
+  CREATE UNIQUE INDEX receipt_id ON receipt (request_id, api_key);
+  CREATE TABLE receipt_more (rid INTEGER NOT NULL, first INTEGER NOT NULL,
+    lines BLOB NOT NULL, PRIMARY KEY (rid, first)) WITHOUT ROWID;
+  CREATE TABLE settled (key BLOB NOT NULL, version INTEGER NOT NULL,
     state INTEGER NOT NULL, at INTEGER NOT NULL, reason TEXT,
     PRIMARY KEY (key, version)) WITHOUT ROWID;
-  CREATE INDEX IF NOT EXISTS settled_age ON settled (at);";
+  CREATE INDEX settled_age ON settled (at);";
 
 /// `settled.state` of a delivered version; dropped ones keep the code of the state they were
 /// dropped from (rejected, quarantined).
 const DELIVERED: i64 = 3;
 
-/// Receipt heads written in one transaction, by request, and the statement that adds their
-/// lines (prepared once per transaction, not per record).
-pub(super) struct Heads<'tx> {
-    rids: HashMap<*const RequestInfo, i64>,
-    insert: CachedStatement<'tx>,
+/// One line of a receipt as stored: the record's index, its version, its key.
+pub(super) struct Line {
+    pub index: u32,
+    pub version: i64,
+    pub key: Vec<u8>,
 }
 
-impl<'tx> Heads<'tx> {
-    pub fn new(tx: &'tx Transaction<'_>) -> rusqlite::Result<Self> {
-        Ok(Self {
-            rids: HashMap::new(),
-            insert: tx
-                .prepare_cached("INSERT OR REPLACE INTO receipt_line VALUES (?1, ?2, ?3, ?4)")?,
-        })
-    }
+/// Appends a line to a blob of lines: index (u32), version (i64), key length (u32), all
+/// little-endian, then the key.
+pub(super) fn encode(out: &mut Vec<u8>, index: u32, version: i64, key: &[u8]) {
+    out.extend_from_slice(&index.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&u32::try_from(key.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(key);
+}
 
+/// The lines of a blob; a damaged tail ends the list.
+fn decode(mut blob: &[u8], out: &mut Vec<Line>) {
+    fn take<const N: usize>(b: &mut &[u8]) -> Option<[u8; N]> {
+        let (head, rest) = b.split_first_chunk::<N>()?;
+        *b = rest;
+        Some(*head)
+    }
+    while !blob.is_empty() {
+        let (Some(index), Some(version), Some(len)) = (
+            take::<4>(&mut blob),
+            take::<8>(&mut blob),
+            take::<4>(&mut blob),
+        ) else {
+            return;
+        };
+        let len = u32::from_le_bytes(len) as usize;
+        let Some((key, rest)) = blob.split_at_checked(len) else {
+            return;
+        };
+        out.push(Line {
+            index: u32::from_le_bytes(index),
+            version: i64::from_le_bytes(version),
+            key: key.to_vec(),
+        });
+        blob = rest;
+    }
+}
+
+/// The receipt lines of one transaction, by request, written when it ends.
+#[derive(Default)]
+pub(super) struct Heads {
+    parts: Vec<Part>,
+}
+
+struct Part {
+    request: Arc<RequestInfo>,
+    /// Index of its first line.
+    first: u32,
+    lines: Vec<u8>,
+}
+
+impl Heads {
     /// Adds the line of a record stored at `version` to its request's receipt.
-    pub fn line(
-        &mut self,
-        tx: &Transaction<'_>,
-        line: &ReceiptLine,
-        key: &QueueKey,
-        version: i64,
-    ) -> rusqlite::Result<()> {
-        let ptr = Arc::as_ptr(&line.request);
-        let rid = match self.rids.get(&ptr) {
-            Some(rid) => *rid,
+    pub fn line(&mut self, line: &ReceiptLine, key: &QueueKey, version: i64) {
+        let part = match self
+            .parts
+            .iter()
+            .position(|p| Arc::ptr_eq(&p.request, &line.request))
+        {
+            Some(i) => &mut self.parts[i],
             None => {
-                let rid = head(tx, &line.request)?;
-                self.rids.insert(ptr, rid);
-                rid
+                self.parts.push(Part {
+                    request: Arc::clone(&line.request),
+                    first: line.index,
+                    lines: Vec::with_capacity(64),
+                });
+                let last = self.parts.len() - 1;
+                &mut self.parts[last]
             }
         };
-        self.insert
-            .execute(params![rid, line.index, key.as_bytes(), version])?;
+        encode(&mut part.lines, line.index, version, key.as_bytes());
+    }
+
+    /// Writes each request's lines: with a new receipt head, or beside the head an earlier
+    /// transaction of the same request wrote.
+    pub fn write(self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        for part in self.parts {
+            match head(tx, &part.request)? {
+                Some(rid) => {
+                    tx.prepare_cached("INSERT OR REPLACE INTO receipt_more VALUES (?1, ?2, ?3)")?
+                        .execute(params![rid, part.first, part.lines])?;
+                }
+                None => {
+                    let info = &part.request;
+                    tx.prepare_cached(
+                        "INSERT INTO receipt (request_id, api_key, nonce, interface, received_at,
+                                              lines)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    )?
+                    .execute(params![
+                        info.request_id,
+                        info.api_key,
+                        info.nonce as i64,
+                        info.interface,
+                        ms(info.received_at_ms),
+                        part.lines
+                    ])?;
+                }
+            }
+        }
         Ok(())
     }
 }
 
-/// The receipt row of a request: the one an earlier part of it wrote, or a new one that
-/// replaces an older request's with the same id and key.
-fn head(tx: &Transaction<'_>, info: &RequestInfo) -> rusqlite::Result<i64> {
+/// The receipt row an earlier part of the same request wrote; an older request's with the
+/// same id and key is removed (a client that reuses an id gets its latest request's receipt).
+fn head(tx: &Transaction<'_>, info: &RequestInfo) -> rusqlite::Result<Option<i64>> {
     let nonce = info.nonce as i64;
     let found: Option<(i64, i64)> = tx
         .prepare_cached("SELECT rid, nonce FROM receipt WHERE request_id = ?1 AND api_key = ?2")?
@@ -77,26 +147,17 @@ fn head(tx: &Transaction<'_>, info: &RequestInfo) -> rusqlite::Result<i64> {
         })
         .optional()?;
     match found {
-        Some((rid, n)) if n == nonce => return Ok(rid),
-        Some((rid, _)) => forget(tx, rid)?,
-        None => {}
+        Some((rid, n)) if n == nonce => Ok(Some(rid)),
+        Some((rid, _)) => {
+            forget(tx, rid)?;
+            Ok(None)
+        }
+        None => Ok(None),
     }
-    tx.prepare_cached(
-        "INSERT INTO receipt (request_id, api_key, nonce, interface, received_at)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?
-    .execute(params![
-        info.request_id,
-        info.api_key,
-        nonce,
-        info.interface,
-        ms(info.received_at_ms)
-    ])?;
-    Ok(tx.last_insert_rowid())
 }
 
 fn forget(tx: &Transaction<'_>, rid: i64) -> rusqlite::Result<()> {
-    tx.prepare_cached("DELETE FROM receipt_line WHERE rid = ?1")?
+    tx.prepare_cached("DELETE FROM receipt_more WHERE rid = ?1")?
         .execute(params![rid])?;
     tx.prepare_cached("DELETE FROM receipt WHERE rid = ?1")?
         .execute(params![rid])?;
@@ -157,40 +218,66 @@ pub(super) fn receipts(
 }
 
 fn lines(conn: &Connection, rid: i64) -> rusqlite::Result<Vec<ReceiptRecord>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT l.idx, l.key, s.state, s.at, s.reason, i.version = l.version, i.state,
-                coalesce(i.state_at, i.updated_at), i.last_error
-         FROM receipt_line l
-         LEFT JOIN settled s ON s.key = l.key AND s.version = l.version
-         LEFT JOIN item i ON i.key = l.key
-         WHERE l.rid = ?1 ORDER BY l.idx",
+    let mut all = Vec::new();
+    let head: Vec<u8> = conn
+        .prepare_cached("SELECT lines FROM receipt WHERE rid = ?1")?
+        .query_row(params![rid], |r| r.get(0))?;
+    decode(&head, &mut all);
+    let mut more =
+        conn.prepare_cached("SELECT lines FROM receipt_more WHERE rid = ?1 ORDER BY first")?;
+    for blob in more.query_map(params![rid], |r| r.get::<_, Vec<u8>>(0))? {
+        decode(&blob?, &mut all);
+    }
+    // Sorted by index; a line written twice counts once, the later one.
+    all.reverse();
+    all.sort_by_key(|l| l.index);
+    all.dedup_by_key(|l| l.index);
+    let mut settled = conn
+        .prepare_cached("SELECT state, at, reason FROM settled WHERE key = ?1 AND version = ?2")?;
+    let mut item = conn.prepare_cached(
+        "SELECT version, state, coalesce(state_at, updated_at), last_error FROM item
+         WHERE key = ?1",
     )?;
-    let rows = stmt.query_map(params![rid], |r| {
-        let settled: Option<i64> = r.get(2)?;
-        let current: Option<bool> = r.get(5)?;
-        let at = |i| -> rusqlite::Result<Option<u64>> {
-            Ok(r.get::<_, Option<i64>>(i)?
-                .and_then(|t| u64::try_from(t).ok()))
-        };
-        let (state, updated_at_ms, reason) = match (settled, current) {
-            (Some(s), _) => (settled_state(s), at(3)?, r.get(4)?),
-            (None, Some(true)) => (item_state(r.get(6)?), at(7)?, r.get(8)?),
-            // A later version holds the key (or left already): this one was replaced.
-            (None, _) => (ReceiptState::Superseded, at(7)?, None),
-        };
-        let reason = match state {
-            ReceiptState::Rejected | ReceiptState::Quarantined => reason,
-            _ => None,
-        };
-        Ok(ReceiptRecord {
-            index: r.get(0)?,
-            key: QueueKey::from_bytes(&r.get::<_, Vec<u8>>(1)?).to_string(),
-            state,
-            updated_at_ms,
-            reason,
+    let at = |t: Option<i64>| t.and_then(|t| u64::try_from(t).ok());
+    all.into_iter()
+        .map(|line| {
+            let left: Option<(i64, Option<i64>, Option<String>)> = settled
+                .query_row(params![line.key, line.version], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()?;
+            let (state, updated_at_ms, reason) = match left {
+                Some((code, t, reason)) => (settled_state(code), at(t), reason),
+                None => {
+                    let now: Option<(i64, i64, Option<i64>, Option<String>)> = item
+                        .query_row(params![line.key], |r| {
+                            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                        })
+                        .optional()?;
+                    match now {
+                        Some((v, code, t, reason)) if v == line.version => {
+                            (item_state(code), at(t), reason)
+                        }
+                        // A later version holds the key (or left already): this one was
+                        // replaced.
+                        Some((_, _, t, _)) => (ReceiptState::Superseded, at(t), None),
+                        None => (ReceiptState::Superseded, None, None),
+                    }
+                }
+            };
+            let reason = match state {
+                ReceiptState::Rejected | ReceiptState::Quarantined => reason,
+                _ => None,
+            };
+            Ok(ReceiptRecord {
+                index: line.index,
+                key: QueueKey::from_bytes(&line.key).to_string(),
+                state,
+                updated_at_ms,
+                reason,
+            })
         })
-    })?;
-    rows.collect()
+        .collect()
 }
 
 fn settled_state(code: i64) -> ReceiptState {
@@ -214,13 +301,20 @@ fn item_state(code: i64) -> ReceiptState {
 const PRUNE_STEP: i64 = 50;
 const SETTLED_STEP: i64 = 5000;
 
-/// Removes one step of what is older than `before_ms`; how many rows went (0: done).
+/// Removes one step of what is older than `before_ms`; how many rows went (0: done). Rids
+/// grow with time, so the oldest receipts are the lowest rids: the step reads from the start
+/// and stops at the first one still kept.
 pub(super) fn prune_step(tx: &Transaction<'_>, before_ms: u64) -> rusqlite::Result<usize> {
     let before = ms(before_ms);
-    let rids: Vec<i64> = tx
-        .prepare_cached("SELECT rid FROM receipt WHERE received_at < ?1 LIMIT ?2")?
-        .query_map(params![before, PRUNE_STEP], |r| r.get(0))?
+    let oldest: Vec<(i64, i64)> = tx
+        .prepare_cached("SELECT rid, received_at FROM receipt ORDER BY rid LIMIT ?1")?
+        .query_map(params![PRUNE_STEP], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
+    let rids: Vec<i64> = oldest
+        .into_iter()
+        .take_while(|(_, at)| *at < before)
+        .map(|(rid, _)| rid)
+        .collect();
     for rid in &rids {
         forget(tx, *rid)?;
     }

@@ -56,7 +56,7 @@ impl Store for SqliteStore {
     }
 
     fn pending(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError> {
-        let rows = self.read(|c| read::line(c, interface, State::Pending, limit))?;
+        let rows = self.read(|c| read::line(c, interface, limit))?;
         self.sift(interface, rows)
     }
 

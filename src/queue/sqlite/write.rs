@@ -40,41 +40,78 @@ impl Counts {
 
 /// What an upsert needs of the row it replaces.
 struct Old {
+    rowid: i64,
     interface: String,
     state: Option<State>,
-    queued_at: i64,
-    seq: i64,
     attempts: i64,
     last_error: Option<String>,
 }
 
 /// Reads [`Old`] by key (`?1`).
-const OLD: &str =
-    "SELECT interface, state, queued_at, seq, attempts, last_error FROM item WHERE key = ?1";
+const OLD: &str = "SELECT rowid, interface, state, attempts, last_error FROM item WHERE key = ?1";
 
 fn old(stmt: &mut Statement<'_>, key: &QueueKey) -> rusqlite::Result<Option<Old>> {
     stmt.query_row(params![key.as_bytes()], |r| {
         // Read leniently: a damaged row is replaced, not a reason to refuse the new record.
         Ok(Old {
-            interface: r.get::<_, String>(0).unwrap_or_default(),
-            state: match r.get::<_, i64>(1) {
+            rowid: r.get(0)?,
+            interface: r.get::<_, String>(1).unwrap_or_default(),
+            state: match r.get::<_, i64>(2) {
                 Ok(0) => Some(State::Pending),
                 Ok(1) => Some(State::Rejected),
                 Ok(2) => Some(State::Quarantined),
                 _ => None,
             },
-            queued_at: r.get(2).unwrap_or(0),
-            seq: r.get(3).unwrap_or(0),
-            attempts: r.get(4).unwrap_or(0),
-            last_error: r.get(5).unwrap_or(None),
+            attempts: r.get(3).unwrap_or(0),
+            last_error: r.get(4).unwrap_or(None),
         })
     })
     .optional()
 }
 
+/// Bits of a rowid below the line number: the version that placed the key.
+pub(super) const PLACE_BITS: u32 = 48;
+
+/// The line numbers of the interfaces a transaction queues into, each read (or made) once.
+#[derive(Default)]
+pub(super) struct Lines(Vec<(String, i64)>);
+
+impl Lines {
+    /// The number of `interface`'s line, numbering a new interface's line on first use.
+    pub fn of(&mut self, tx: &Transaction<'_>, interface: &str) -> rusqlite::Result<i64> {
+        if let Some((_, n)) = self.0.iter().find(|(i, _)| i == interface) {
+            return Ok(*n);
+        }
+        let found: Option<i64> = tx
+            .prepare_cached("SELECT n FROM line WHERE interface = ?1")?
+            .query_row(params![interface], |r| r.get(0))
+            .optional()?;
+        let n = match found {
+            Some(n) => n,
+            None => {
+                tx.prepare_cached("INSERT INTO line (interface) VALUES (?1)")?
+                    .execute(params![interface])?;
+                tx.last_insert_rowid()
+            }
+        };
+        self.0.push((interface.to_string(), n));
+        Ok(n)
+    }
+
+    /// The place of a key that `version` puts at the end of `interface`'s line.
+    fn place(
+        &mut self,
+        tx: &Transaction<'_>,
+        interface: &str,
+        version: i64,
+    ) -> rusqlite::Result<i64> {
+        Ok((self.of(tx, interface)? << PLACE_BITS) | (version & ((1 << PLACE_BITS) - 1)))
+    }
+}
+
 /// Stores records as pending (D16): a pending key keeps its place in the line, its attempts
-/// and last error; any other key goes to the end of the line. `version` is the next version
-/// to hand out, advanced per record.
+/// and last error, and only its version, times and XML change; any other key goes to the end
+/// of its interface's line. `version` is the next version to hand out, advanced per record.
 pub(super) fn upsert(
     tx: &Transaction<'_>,
     records: &[NewRecord],
@@ -83,54 +120,77 @@ pub(super) fn upsert(
 ) -> rusqlite::Result<()> {
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     let mut counts = Counts::default();
+    let mut heads = Heads::default();
+    let mut lines = Lines::default();
     // Prepared once per transaction: a cached statement is still looked up and returned per
     // use.
-    let mut heads = Heads::new(tx)?;
     let mut find = tx.prepare_cached(OLD)?;
-    let mut put = tx.prepare_cached(
-        "INSERT INTO item (key, interface, state, version, queued_at, seq, updated_at, attempts,
-                           last_error, xml)
-         VALUES (?1, ?2, 0, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-         ON CONFLICT (key) DO UPDATE SET interface = ?2, state = 0, version = ?3,
-           queued_at = ?4, seq = ?5, updated_at = ?6, attempts = ?7, last_error = ?8, xml = ?9,
-           state_at = NULL",
+    let mut add = tx.prepare_cached(
+        "INSERT INTO item (rowid, key, interface, state, version, queued_at, updated_at,
+                           attempts, last_error, xml)
+         VALUES (?1, ?2, ?3, 0, ?4, ?5, ?5, 0, NULL, ?6)",
+    )?;
+    // Touches no index: neither the key, the place nor the state change.
+    let mut replace = tx.prepare_cached(
+        "UPDATE item SET version = ?2, updated_at = ?3, xml = ?4, state_at = NULL
+         WHERE rowid = ?1",
     )?;
     for rec in records {
         let v = i64::try_from(*version).unwrap_or(i64::MAX);
         *version += 1;
-        let old = old(&mut find, &rec.key)?;
-        let (queued_at, seq, attempts, last_error) = match &old {
-            Some(o) if o.state == Some(State::Pending) => {
-                let seq = if o.interface == rec.interface {
-                    o.seq
-                } else {
-                    v
-                };
-                (o.queued_at, seq, o.attempts, o.last_error.clone())
+        match old(&mut find, &rec.key)? {
+            None => {
+                let place = lines.place(tx, rec.interface, v)?;
+                add.execute(params![
+                    place,
+                    rec.key.as_bytes(),
+                    rec.interface,
+                    v,
+                    now,
+                    rec.xml
+                ])?;
             }
-            _ => (now, v, 0, None),
-        };
-        if let Some(o) = &old {
-            if let Some(state) = o.state {
-                counts.add(&o.interface, kind(state), -1);
+            Some(o) if o.state == Some(State::Pending) && o.interface == rec.interface => {
+                replace.execute(params![o.rowid, v, now, rec.xml])?;
+                counts.add(&o.interface, kind(State::Pending), -1);
+            }
+            Some(o) => {
+                // To the end of the line: another interface's (its queued time, attempts and
+                // last error stay with a pending key), or anew after a rejection.
+                let place = lines.place(tx, rec.interface, v)?;
+                let pending = o.state == Some(State::Pending);
+                tx.prepare_cached(
+                    "UPDATE item SET rowid = ?2, interface = ?3, state = 0, version = ?4,
+                       queued_at = CASE WHEN ?8 THEN queued_at ELSE ?5 END, updated_at = ?5,
+                       attempts = ?6, last_error = ?7, xml = ?9, state_at = NULL
+                     WHERE rowid = ?1",
+                )?
+                .execute(params![
+                    o.rowid,
+                    place,
+                    rec.interface,
+                    v,
+                    now,
+                    if pending { o.attempts } else { 0 },
+                    if pending {
+                        o.last_error.as_deref()
+                    } else {
+                        None
+                    },
+                    pending,
+                    rec.xml
+                ])?;
+                if let Some(state) = o.state {
+                    counts.add(&o.interface, kind(state), -1);
+                }
             }
         }
         counts.add(rec.interface, kind(State::Pending), 1);
-        put.execute(params![
-            rec.key.as_bytes(),
-            rec.interface,
-            v,
-            queued_at,
-            seq,
-            now,
-            attempts,
-            last_error,
-            rec.xml
-        ])?;
         if let Some(line) = &rec.receipt {
-            heads.line(tx, line, &rec.key, v)?;
+            heads.line(line, &rec.key, v);
         }
     }
+    heads.write(tx)?;
     counts.write(tx)
 }
 
@@ -318,4 +378,43 @@ pub(super) fn probe(tx: &Transaction<'_>, now_ms: u64) -> rusqlite::Result<bool>
         r.get(0)
     })?;
     Ok(back == now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Mode, SqliteStore};
+    use crate::queue::{NewRecord, QueueKey, Store};
+
+    fn record(code: &str) -> NewRecord {
+        NewRecord {
+            key: QueueKey::new("gl-code", &["main", code]).unwrap(),
+            interface: "general-ledger-codes-v1",
+            xml: format!("<gl_code>{code}</gl_code>"),
+            receipt: None,
+        }
+    }
+
+    /// D31: the line is the order of queueing, not of the wall clock's readings.
+    #[test]
+    fn the_line_keeps_the_order_of_queueing_when_the_wall_clock_goes_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path(), Mode::Serve, 0).unwrap();
+        for (code, now) in [("A", 5000), ("B", 1000), ("C", 3000), ("A", 900)] {
+            store.upsert(&[record(code)], now).unwrap();
+        }
+        let line: Vec<(String, u64)> = store
+            .pending("general-ledger-codes-v1", 10)
+            .unwrap()
+            .into_iter()
+            .map(|(k, i)| (k.to_string(), i.queued_at_ms))
+            .collect();
+        assert_eq!(
+            line,
+            [
+                ("gl-code:main/A".to_string(), 5000),
+                ("gl-code:main/B".to_string(), 1000),
+                ("gl-code:main/C".to_string(), 3000)
+            ]
+        );
+    }
 }

@@ -170,13 +170,13 @@ fn sql(setup: &Setup, statement: &str, code: &str) -> usize {
     conn.execute(statement, params![key_bytes(code)]).unwrap()
 }
 
-/// `(rowid, queued_at, seq)` of a code's row.
-fn place(setup: &Setup, code: &str) -> (i64, i64, i64) {
+/// `(rowid, queued_at)` of a code's row: the rowid is its place in the line.
+fn place(setup: &Setup, code: &str) -> (i64, i64) {
     let conn = Connection::open(setup.file()).unwrap();
     conn.query_row(
-        "SELECT rowid, queued_at, seq FROM item WHERE key = ?1",
+        "SELECT rowid, queued_at FROM item WHERE key = ?1",
         params![key_bytes(code)],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )
     .unwrap()
 }
@@ -525,7 +525,7 @@ fn an_unreadable_row_is_quarantined_requeued_and_dropped() {
     let bad = "Q007";
     let bad_key = gl_key(bad);
     let setup = stopped_queue(&codes);
-    let (rowid, queued_at, seq) = place(&setup, bad);
+    let (rowid, queued_at) = place(&setup, bad);
     // The XML keeps its text (and code) but ends in a byte that is not UTF-8.
     let changed = sql(
         &setup,
@@ -602,7 +602,7 @@ fn an_unreadable_row_is_quarantined_requeued_and_dropped() {
     assert_eq!(setup.keys(&["pending"]), vec![bad_key.clone()]);
     assert_eq!(
         place(&setup, bad),
-        (rowid, queued_at, seq),
+        (rowid, queued_at),
         "its place in the line"
     );
 

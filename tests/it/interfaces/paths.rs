@@ -110,10 +110,10 @@ fn the_fast_path_answers_the_conformance_corpus_as_the_reference_path_does_d14()
     for iface in &INTERFACES {
         let (min, full) = (minimal(iface), full(iface));
         // Written as clients write them: each must be taken by the fast path.
-        let pretty = serde_json::to_string_pretty(&envelope(&[full.clone()])).unwrap();
+        let pretty = serde_json::to_string_pretty(&envelope(std::slice::from_ref(&full))).unwrap();
         let written = [
-            ("minimal", envelope(&[min.clone()]).to_string()),
-            ("full", envelope(&[full.clone()]).to_string()),
+            ("minimal", envelope(std::slice::from_ref(&min)).to_string()),
+            ("full", envelope(std::slice::from_ref(&full)).to_string()),
             ("pretty", pretty.clone()),
             ("escaped", escape_non_ascii(&pretty)),
             (

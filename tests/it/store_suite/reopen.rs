@@ -70,8 +70,8 @@ fn counters_and_indexes_survive_reopening() {
                 &[
                     ("A", "<a/>", 1000),
                     ("B", "<b/>", 2000),
-                    ("D", "<d/>", 4000),
                     ("C", "<c/>", 3000),
+                    ("D", "<d/>", 4000),
                 ],
             );
             assert_eq!(s.delivered(&[sent(s, &key("inv", "A"))]).unwrap(), 1);

@@ -67,9 +67,9 @@ fn stats_count_and_track_the_oldest_pending_item() {
             "gl",
             "g",
             &[
-                ("A", "<a/>", 3000),
                 ("B", "<b/>", 1000),
                 ("C", "<c/>", 2000),
+                ("A", "<a/>", 3000),
             ],
         );
         let st = s.stats("gl").unwrap();
