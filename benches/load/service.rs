@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 /// The API key benchmarks send.
 pub const KEY: &str = "bench-key";
 
-pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_ap-intake")
+/// The service binary: this build's, or `AP_INTAKE_BENCH_BIN` (to compare two builds in
+/// alternate runs, each with its own copy of this benchmark).
+pub fn binary() -> String {
+    std::env::var("AP_INTAKE_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_ap-intake").into())
 }
 
 /// A config: plain HTTP on a free loopback port, one key, deliveries to a closed port (so the
