@@ -93,18 +93,20 @@ impl Checker {
             return None;
         }
         let shape = self.validator.shape(iface)?;
-        let records = fast::records(body, self.max_records)?;
         let lead: Vec<(&str, &str)> = accounting_type
             .map(|t| vec![("accountingType", t)])
             .unwrap_or_default();
-        let mut accepted = Vec::with_capacity(records.len());
-        for (index, record) in records.iter().enumerate() {
+        let mut accepted = Vec::new();
+        let total = fast::each_record(body, self.max_records, |index, record| {
             if !self.validator.fast_accepts(iface, record) {
-                return None;
+                return false;
             }
+            // A key the queue refuses is the reference path's error to give.
+            let Ok(key) = queue_key(iface, shape, accounting_type, record) else {
+                return false;
+            };
             accepted.push(NewRecord {
-                // A key the queue refuses is the reference path's error to give.
-                key: queue_key(iface, shape, accounting_type, record).ok()?,
+                key,
                 interface: iface.id,
                 xml: xml::record(shape, iface.xml_record, &lead, record),
                 receipt: receipt.map(|r| ReceiptLine {
@@ -112,8 +114,9 @@ impl Checker {
                     index: u32::try_from(index).unwrap_or(u32::MAX),
                 }),
             });
-        }
-        let outcome = outcome(records.len(), accepted.len(), 0, Vec::new());
+            true
+        })?;
+        let outcome = outcome(total, accepted.len(), 0, Vec::new());
         Some((outcome, accepted))
     }
 

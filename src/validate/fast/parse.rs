@@ -78,21 +78,15 @@ impl<'a> Members<Node<'a>> for Object<'a> {
 
 /// Reads `body` as one JSON value, or `None` (see the module's documentation).
 pub fn parse(body: &[u8]) -> Option<Node<'_>> {
-    let text = std::str::from_utf8(body).ok()?;
-    let mut p = Parser {
-        text,
-        b: body,
-        at: 0,
-        members: Vec::new(),
-        items: Vec::new(),
-    };
+    let mut p = Parser::new(body)?;
     p.ws();
     let v = p.value(0)?;
     p.ws();
-    (p.at == body.len()).then_some(v)
+    p.at_end().then_some(v)
 }
 
-struct Parser<'a> {
+/// A reader over a body, for reading it a value at a time.
+pub struct Parser<'a> {
     text: &'a str,
     b: &'a [u8],
     at: usize,
@@ -104,17 +98,52 @@ struct Parser<'a> {
 }
 
 impl<'a> Parser<'a> {
-    fn peek(&self) -> Option<u8> {
+    /// A reader at the start of `body`, if it is UTF-8.
+    pub fn new(body: &'a [u8]) -> Option<Self> {
+        Some(Self {
+            text: std::str::from_utf8(body).ok()?,
+            b: body,
+            at: 0,
+            members: Vec::new(),
+            items: Vec::new(),
+        })
+    }
+
+    /// The next byte, not taken.
+    pub fn peek(&self) -> Option<u8> {
         self.b.get(self.at).copied()
     }
 
-    fn ws(&mut self) {
+    /// Takes the next byte if it is `c`.
+    pub fn take(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.at += 1)
+    }
+
+    /// Whether the whole body has been read.
+    pub fn at_end(&self) -> bool {
+        self.at == self.b.len()
+    }
+
+    /// Skips JSON whitespace.
+    pub fn ws(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
             self.at += 1;
         }
     }
 
-    fn value(&mut self, depth: usize) -> Option<Node<'a>> {
+    /// An object key without escapes (at its opening quote).
+    pub fn key(&mut self) -> Option<&'a str> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        match self.string()? {
+            Cow::Borrowed(k) => Some(k),
+            Cow::Owned(_) => None,
+        }
+    }
+
+    /// One value, nested `depth` levels deep in the body.
+    pub fn value(&mut self, depth: usize) -> Option<Node<'a>> {
         match self.peek()? {
             b'{' => self.object(depth + 1),
             b'[' => self.array(depth + 1),
@@ -270,12 +299,7 @@ impl<'a> Parser<'a> {
             return Some(Node::Object(Object::default()));
         }
         loop {
-            if self.peek()? != b'"' {
-                return None;
-            }
-            let Cow::Borrowed(key) = self.string()? else {
-                return None;
-            };
+            let key = self.key()?;
             self.ws();
             if self.peek()? != b':' {
                 return None;
