@@ -128,9 +128,6 @@ pub enum Mode {
 struct WriterConn {
     conn: Connection,
     next_version: u64,
-    /// Set by the checkpoint thread when the WAL has grown without being started over: the
-    /// writer then checkpoints what is left before its next transaction (see [`Checkpointer`]).
-    finish_checkpoint: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The queue in `<data_dir>/queue.sqlite3`.
@@ -206,18 +203,9 @@ impl SqliteStore {
         check::quick(&mut conn, &path, mode)?;
         upgrade(&mut conn).map_err(|e| error_at(&path, e))?;
         let next_version = read::next_version(&conn).map_err(|e| error_at(&path, e))?;
-        let finish_checkpoint = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let writer = Arc::new(Mutex::new(WriterConn {
-            conn,
-            next_version,
-            finish_checkpoint: Arc::clone(&finish_checkpoint),
-        }));
+        let writer = Arc::new(Mutex::new(WriterConn { conn, next_version }));
         let checkpointer = match mode {
-            Mode::Serve => Some(Checkpointer::start(
-                &path,
-                Arc::clone(&writer),
-                finish_checkpoint,
-            )?),
+            Mode::Serve => Some(Checkpointer::start(&path, Arc::clone(&writer))?),
             Mode::Inspect => None,
         };
         Ok(Self {
@@ -312,18 +300,7 @@ impl SqliteStore {
             .writer
             .lock()
             .map_err(|_| StoreError::Unavailable("queue writer lock poisoned".into()))?;
-        let WriterConn {
-            conn,
-            next_version,
-            finish_checkpoint,
-        } = &mut *w;
-        if finish_checkpoint.swap(false, std::sync::atomic::Ordering::Relaxed) {
-            // What the background pass left: little, so this pass is short, and with no
-            // transaction in between it is complete and the WAL starts over.
-            if let Err(e) = pragma(conn, "wal_checkpoint(PASSIVE)") {
-                tracing::warn!(error = %e, "queue checkpoint failed; retrying");
-            }
-        }
+        let WriterConn { conn, next_version } = &mut *w;
         let mut version = *next_version;
         let result = (|| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -495,29 +472,14 @@ fn error_at(path: &Path, e: rusqlite::Error) -> StoreError {
     }
 }
 
-/// Frames in the WAL after a background pass above which the writer is asked to finish the
-/// checkpoint (32 MiB; the writer checkpoints by itself at twice that).
-const FINISH_FRAMES: i64 = 8192;
-
 /// The background checkpoint thread and the way to stop it.
-///
-/// A PASSIVE checkpoint never waits for the writer, so under steady intake it never catches
-/// the last frames and the WAL is never started over: it grows until the writer's own
-/// automatic checkpoint copies what is left and fsyncs the file inside a commit, a stall of
-/// tens of milliseconds for every request waiting (the p99). So after a pass that leaves a
-/// long WAL, the thread asks the writer to run a pass of its own before its next
-/// transaction: it copies only what came in since, and is complete.
 struct Checkpointer {
     stop: mpsc::Sender<()>,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl Checkpointer {
-    fn start(
-        path: &Path,
-        writer: Arc<Mutex<WriterConn>>,
-        finish: Arc<std::sync::atomic::AtomicBool>,
-    ) -> Result<Self, StoreError> {
+    fn start(path: &Path, writer: Arc<Mutex<WriterConn>>) -> Result<Self, StoreError> {
         let conn = connect(path, false).map_err(|e| error_at(path, e))?;
         let (stop, stopped) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -530,14 +492,8 @@ impl Checkpointer {
                 while let Err(mpsc::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(CHECKPOINT_EVERY)
                 {
-                    match conn
-                        .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(1))
-                    {
-                        Ok(frames) if frames > FINISH_FRAMES => {
-                            finish.store(true, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(error = %e, "queue checkpoint failed; retrying"),
+                    if let Err(e) = pragma(&conn, "wal_checkpoint(PASSIVE)") {
+                        tracing::warn!(error = %e, "queue checkpoint failed; retrying");
                     }
                     vacuum_step(&writer);
                 }
