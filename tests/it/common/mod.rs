@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod paths;
 pub mod pg;
 pub mod process;
 pub mod receiver;

@@ -6,59 +6,18 @@
 //! (tests/hostile/fuzz/paths.rs).
 
 use crate::common::envelope;
+use crate::common::paths;
 use crate::interfaces::offline::corpus;
 use crate::interfaces::support::*;
 
-use ap_intake::intake::{Checker, IntakeError, Outcome};
+use ap_intake::intake::Checker;
 use ap_intake::interfaces::{INTERFACES, Interface};
-use ap_intake::queue::NewRecord;
-use ap_intake::queue::receipt::RequestInfo;
 use ap_intake::validate::Validator;
 use serde_json::{Value, json};
-use std::sync::Arc;
-
-type Answer = Result<(Outcome, Vec<(Vec<u8>, String, Option<u32>)>), String>;
-
-fn answer(checked: Result<(Outcome, Vec<NewRecord>), IntakeError>) -> Answer {
-    checked
-        .map(|(outcome, records)| {
-            let records = records
-                .into_iter()
-                .map(|r| {
-                    let line = r.receipt.map(|l| l.index);
-                    (r.key.as_bytes().to_vec(), r.xml, line)
-                })
-                .collect();
-            (outcome, records)
-        })
-        .map_err(|e| format!("{e:?}"))
-}
 
 /// Whether the fast path took `body`, after checking that every path answers alike.
 fn compare(checker: &Checker, iface: &Interface, name: &str, body: &[u8]) -> bool {
-    let at = iface.needs_accounting_type.then_some("PROJECT");
-    let receipt = Arc::new(RequestInfo {
-        request_id: "paths".into(),
-        api_key: "test".into(),
-        interface: iface.id,
-        received_at_ms: 0,
-        nonce: 0,
-    });
-    let reference = answer(checker.check_records_slow(iface, at, body, Some(&receipt)));
-    let served = answer(checker.check_records(iface, at, body, Some(&receipt)));
-    assert_eq!(served, reference, "{} {name}: answers differ", iface.path);
-    match checker.check_records_fast(iface, at, body, Some(&receipt)) {
-        None => false,
-        Some(fast) => {
-            assert_eq!(
-                answer(Ok(fast)),
-                reference,
-                "{} {name}: fast path",
-                iface.path
-            );
-            true
-        }
-    }
+    paths::compare(checker, iface, body).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// Every non-ASCII character of a JSON text as a `\u` escape (surrogate pairs beyond the BMP).

@@ -1,0 +1,62 @@
+//! D14: one request body through the fast path and the reference path, answers compared byte
+//! for byte (tests/it/interfaces/paths.rs, tests/hostile/fuzz/paths.rs).
+
+use ap_intake::intake::{Checker, IntakeError, Outcome};
+use ap_intake::interfaces::Interface;
+use ap_intake::queue::NewRecord;
+use ap_intake::queue::receipt::RequestInfo;
+use std::sync::Arc;
+
+/// An answer in a form two answers can be compared in: the outcome and, per record queued,
+/// its key, interface, XML and receipt line; or the refusal.
+type Answer = Result<(Outcome, Vec<(Vec<u8>, &'static str, String, Option<u32>)>), String>;
+
+fn answer(checked: Result<(Outcome, Vec<NewRecord>), IntakeError>) -> Answer {
+    checked
+        .map(|(outcome, records)| {
+            let records = records
+                .into_iter()
+                .map(|r| {
+                    let line = r.receipt.map(|l| l.index);
+                    (r.key.as_bytes().to_vec(), r.interface, r.xml, line)
+                })
+                .collect();
+            (outcome, records)
+        })
+        .map_err(|e| format!("{e:?}"))
+}
+
+/// Checks that `check_records` and the fast path (when it takes the body) answer `body` as
+/// the reference path does; `Ok(true)` when the fast path took it.
+pub fn compare(checker: &Checker, iface: &Interface, body: &[u8]) -> Result<bool, String> {
+    let at = iface.needs_accounting_type.then_some("PROJECT");
+    let receipt = Arc::new(RequestInfo {
+        request_id: "paths".into(),
+        api_key: "test".into(),
+        interface: iface.id,
+        received_at_ms: 0,
+        nonce: 0,
+    });
+    let reference = answer(checker.check_records_slow(iface, at, body, Some(&receipt)));
+    let served = answer(checker.check_records(iface, at, body, Some(&receipt)));
+    if served != reference {
+        return Err(format!(
+            "{}: answers differ\n served:    {served:?}\n reference: {reference:?}",
+            iface.path
+        ));
+    }
+    match checker.check_records_fast(iface, at, body, Some(&receipt)) {
+        None => Ok(false),
+        Some(fast) => {
+            let fast = answer(Ok(fast));
+            if fast == reference {
+                Ok(true)
+            } else {
+                Err(format!(
+                    "{}: the fast path's answer differs\n fast:      {fast:?}\n reference: {reference:?}",
+                    iface.path
+                ))
+            }
+        }
+    }
+}
