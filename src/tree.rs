@@ -52,6 +52,14 @@ pub trait Members<T> {
     /// The member called `name`.
     fn get(&self, name: &str) -> Option<&T>;
 
+    /// How many members there are.
+    fn len(&self) -> usize;
+
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Calls `f` on every member in document order.
     fn each<'s>(&'s self, f: impl FnMut(&'s str, &'s T))
     where
@@ -76,6 +84,10 @@ impl Tree for Value {
 impl Members<Value> for Map<String, Value> {
     fn get(&self, name: &str) -> Option<&Value> {
         Map::get(self, name)
+    }
+
+    fn len(&self) -> usize {
+        Map::len(self)
     }
 
     fn each<'s>(&'s self, mut f: impl FnMut(&'s str, &'s Value))

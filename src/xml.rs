@@ -78,8 +78,10 @@ fn is_blank<T: Tree>(v: Option<&T>) -> bool {
 }
 
 fn object_fields<T: Tree>(w: &mut Vec<u8>, shape: &Shape, map: &T::Object) {
+    let mut known = 0;
     for field in shape.fields() {
         let given = map.get(&field.name);
+        known += usize::from(given.is_some());
         if !is_blank(given) {
             if let Some(v) = given {
                 value(w, &field.name, &field.kind, v);
@@ -94,12 +96,15 @@ fn object_fields<T: Tree>(w: &mut Vec<u8>, shape: &Shape, map: &T::Object) {
             value(w, &field.name, &field.kind, v); // an empty optional string stays empty
         }
     }
-    // Fields a replaced schema allows but does not list are kept rather than lost.
-    map.each(|name, v| {
-        if shape.field(name).is_none() {
-            value(w, name, &Kind::OTHER_NUMBER, v);
-        }
-    });
+    // Fields a replaced schema allows but does not list are kept rather than lost (there are
+    // none when every member was a field).
+    if known < map.len() {
+        map.each(|name, v| {
+            if shape.field(name).is_none() {
+                value(w, name, &Kind::OTHER_NUMBER, v);
+            }
+        });
+    }
 }
 
 fn value<T: Tree>(w: &mut Vec<u8>, name: &str, kind: &Kind, v: &T) {

@@ -66,6 +66,10 @@ impl<'a> Members<Node<'a>> for Object<'a> {
         self.0.iter().find(|(k, _)| *k == name).map(|(_, v)| v)
     }
 
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
     fn each<'s>(&'s self, mut f: impl FnMut(&'s str, &'s Node<'a>))
     where
         Node<'a>: 's,
