@@ -53,6 +53,7 @@
 //! for the writer) and returns free pages to the filesystem after large deliveries.
 
 mod check;
+mod checkpoint;
 mod migrate;
 mod read;
 mod receipts;
@@ -65,7 +66,6 @@ use super::StoreError;
 use super::space::Space;
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -80,18 +80,11 @@ const SCHEMA_VERSION: i64 = 2;
 /// How long a connection waits for a lock another connection (the CLI beside the service, a
 /// checkpoint) holds before reporting the store busy.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often the background thread checkpoints the WAL. Often, so each checkpoint is small:
-/// the commit right after one took about as long as the checkpoint itself (40-80 ms every
-/// 500 ms under load), the p99 of 100-record requests (BENCHMARKS.md).
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
 /// The writer checkpoints by itself only when the WAL has grown this far (pages), a safety
 /// net should the background thread fall behind.
 const AUTOCHECKPOINT_PAGES: i64 = 16_384;
 /// After a checkpoint the WAL file is cut back to this size.
 const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
-/// Free pages are returned to the filesystem when they are more than a quarter of the file
-/// and at least this many, this many per step.
-const VACUUM_STEP_PAGES: i64 = 4096;
 
 /// The durability settings of an open store (`SqliteStore::settings`), logged at start and
 /// asserted by the tests.
@@ -140,7 +133,7 @@ pub struct SqliteStore {
     damaged: Mutex<Option<String>>,
     /// When `/readyz` last ran the integrity check (it runs at most every [`RECHECK_EVERY`]).
     last_check: Mutex<Option<std::time::Instant>>,
-    checkpointer: Option<Checkpointer>,
+    checkpointer: Option<checkpoint::Checkpointer>,
     /// Held while the store is open: one service (or operator command) per data directory.
     _lock: Option<std::fs::File>,
 }
@@ -205,7 +198,7 @@ impl SqliteStore {
         let next_version = read::next_version(&conn).map_err(|e| error_at(&path, e))?;
         let writer = Arc::new(Mutex::new(WriterConn { conn, next_version }));
         let checkpointer = match mode {
-            Mode::Serve => Some(Checkpointer::start(&path, Arc::clone(&writer))?),
+            Mode::Serve => Some(checkpoint::Checkpointer::start(&path, Arc::clone(&writer))?),
             Mode::Inspect => None,
         };
         Ok(Self {
@@ -254,7 +247,7 @@ impl SqliteStore {
                     _ => "EXTRA",
                 },
                 wal_autocheckpoint_pages: int("wal_autocheckpoint")?,
-                background_checkpoint: self.checkpointer.as_ref().map(|_| CHECKPOINT_EVERY),
+                background_checkpoint: self.checkpointer.as_ref().map(|_| checkpoint::EVERY),
                 auto_vacuum: match int("auto_vacuum")? {
                     0 => "NONE",
                     1 => "FULL",
@@ -469,57 +462,5 @@ fn error_at(path: &Path, e: rusqlite::Error) -> StoreError {
         Some(C::DatabaseBusy | C::DatabaseLocked) => StoreError::Busy(file),
         Some(C::CannotOpen) => StoreError::Unavailable(format!("cannot open {file}: {e}")),
         _ => StoreError::Unavailable(format!("{file}: {e}")),
-    }
-}
-
-/// The background checkpoint thread and the way to stop it.
-struct Checkpointer {
-    stop: mpsc::Sender<()>,
-    thread: std::thread::JoinHandle<()>,
-}
-
-impl Checkpointer {
-    fn start(path: &Path, writer: Arc<Mutex<WriterConn>>) -> Result<Self, StoreError> {
-        let conn = connect(path, false).map_err(|e| error_at(path, e))?;
-        let (stop, stopped) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("queue-checkpoint".into())
-            .spawn(move || {
-                // D29: after the start, not before it: the pass reads the whole queue.
-                if let Err(e) = check::sweep(&conn, &writer) {
-                    tracing::warn!(error = %e, "looking for damaged queue rows failed");
-                }
-                while let Err(mpsc::RecvTimeoutError::Timeout) =
-                    stopped.recv_timeout(CHECKPOINT_EVERY)
-                {
-                    if let Err(e) = pragma(&conn, "wal_checkpoint(PASSIVE)") {
-                        tracing::warn!(error = %e, "queue checkpoint failed; retrying");
-                    }
-                    vacuum_step(&writer);
-                }
-            })?;
-        Ok(Self { stop, thread })
-    }
-
-    fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.thread.join();
-    }
-}
-
-/// Returns a step of free pages to the filesystem when many are free (after a large queue
-/// was delivered), on the writer connection so it never contends for the write lock.
-fn vacuum_step(writer: &Mutex<WriterConn>) {
-    let Ok(w) = writer.lock() else { return };
-    let pages = |pragma: &str| -> i64 {
-        w.conn
-            .query_row(&format!("PRAGMA {pragma}"), [], |r| r.get(0))
-            .unwrap_or(0)
-    };
-    let (free, total) = (pages("freelist_count"), pages("page_count"));
-    if free >= VACUUM_STEP_PAGES && free * 4 > total {
-        if let Err(e) = pragma(&w.conn, &format!("incremental_vacuum({VACUUM_STEP_PAGES})")) {
-            tracing::warn!(error = %e, "returning free queue pages to the filesystem failed");
-        }
     }
 }
