@@ -77,6 +77,7 @@ impl Service {
         let mut child = Command::new(binary())
             // As systemd/ap-intake.service runs it.
             .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
+            .env("MIMALLOC_PURGE_DELAY", "0")
             .args(["serve", "--config"])
             .arg(config)
             .stderr(Stdio::piped())
