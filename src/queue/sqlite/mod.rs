@@ -50,7 +50,8 @@
 //! [`super::Writer`] hands it the records of many requests at once, so they share one fsync.
 //! Reads use connections of their own, which in WAL mode never block the writer. A thread
 //! checkpoints the WAL into the main file in the background (PASSIVE, so it never waits
-//! for the writer) and returns free pages to the filesystem after large deliveries.
+//! for the writer), flushes what it copied, and returns free pages to the filesystem after
+//! large deliveries (`checkpoint.rs`).
 
 mod check;
 mod checkpoint;
