@@ -73,6 +73,8 @@ fn checkpoint(conn: &Connection) -> Result<(i64, i64), rusqlite::Error> {
 struct Flush {
     file: Option<std::fs::File>,
     last: (i64, i64),
+    /// A flush failed and has not succeeded since: said once, not every [`EVERY`].
+    failing: bool,
 }
 
 impl Flush {
@@ -80,7 +82,11 @@ impl Flush {
         let file = std::fs::File::open(path)
             .map_err(|e| tracing::warn!(error = %e, "the queue file cannot be opened for flushing"))
             .ok();
-        Self { file, last: (0, 0) }
+        Self {
+            file,
+            last: (0, 0),
+            failing: false,
+        }
     }
 
     /// After a checkpoint that reported `(log, copied)` frames.
@@ -91,8 +97,17 @@ impl Flush {
         let copied_some = progress.1 > 0 && progress != self.last;
         self.last = progress;
         if let (true, Some(file)) = (copied_some, &self.file) {
-            if let Err(e) = file.sync_data() {
-                tracing::warn!(error = %e, "flushing the queue file after a checkpoint failed");
+            match file.sync_data() {
+                Err(e) if !self.failing => {
+                    self.failing = true;
+                    tracing::warn!(error = %e, "flushing the queue file after a checkpoint failed; \
+                        the WAL still holds every record, retrying quietly");
+                }
+                Ok(()) if self.failing => {
+                    self.failing = false;
+                    tracing::info!("flushing the queue file after a checkpoint works again");
+                }
+                _ => {}
             }
         }
     }
