@@ -147,20 +147,10 @@ fn concurrent_requests_share_transactions_and_syncs_and_all_are_stored() {
             s.spawn(move || {
                 // One kept-alive connection per client, as ERP clients send: a new connection
                 // per request would meet the per-address cap (D26) on a loaded machine.
-                let agent: ureq::Agent = ureq::Agent::config_builder()
-                    .http_status_as_error(false)
-                    .timeout_global(Some(std::time::Duration::from_secs(30)))
-                    .build()
-                    .into();
+                let agent = agent();
                 for i in 0..per_thread {
-                    let body = envelope(&[gl(&format!("T{t}-{i}"), &format!("thread {t}"))]);
-                    let mut resp = agent
-                        .post(&app.url(GL))
-                        .header("x-api-key", KEY)
-                        .header("Content-Type", "application/json")
-                        .send(body.to_string())
-                        .unwrap();
-                    let r = reply_of(&mut resp);
+                    let record = gl(&format!("T{t}-{i}"), &format!("thread {t}"));
+                    let r = app.post_records_on(&agent, GL, &[record]);
                     assert_eq!(r.status, 202, "{}", r.text);
                 }
             });

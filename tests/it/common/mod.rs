@@ -227,13 +227,29 @@ impl TestApp {
         self.post(path, &envelope(records).to_string())
     }
 
+    /// POSTs the envelope around `records` on `agent`'s kept-alive connection, as an ERP
+    /// client sending many requests does.
+    pub fn post_records_on(&self, agent: &ureq::Agent, path: &str, records: &[Value]) -> Reply {
+        self.send_on(
+            agent,
+            path,
+            &envelope(records).to_string(),
+            &[("x-api-key", KEY), ("Content-Type", "application/json")],
+        )
+    }
+
     /// POSTs with exactly these headers (plus Host and Content-Length).
     pub fn post_with(&self, path: &str, body: &str, headers: &[(&str, &str)]) -> Reply {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
+        self.send_on(&agent(), path, body, headers)
+    }
+
+    fn send_on(
+        &self,
+        agent: &ureq::Agent,
+        path: &str,
+        body: &str,
+        headers: &[(&str, &str)],
+    ) -> Reply {
         let mut req = agent.post(&self.url(path));
         for (k, v) in headers {
             req = req.header(*k, *v);
@@ -267,6 +283,15 @@ impl Drop for TestApp {
             self.runtime.block_on(r.stop());
         }
     }
+}
+
+/// A client that answers every status as a reply (not an error), with its own connections.
+pub fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
 }
 
 pub fn reply_of(resp: &mut ureq::http::Response<ureq::Body>) -> Reply {
