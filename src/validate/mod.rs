@@ -16,6 +16,7 @@ use messages::{Context, Step, Violation, from_boon, sort_in_document_order, xml_
 use serde_json::Value;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// A schema that could not be loaded; start-up stops with it.
 #[derive(Debug, thiserror::Error)]
@@ -50,8 +51,16 @@ pub enum SchemaError {
 }
 
 struct Compiled {
-    schemas: boon::Schemas,
-    index: boon::SchemaIndex,
+    /// boon's form of the schema, for the reference path. Every schema is compiled at start,
+    /// so that a bad one stops start-up; where the fast path has a plan, that form is then
+    /// dropped and built again for the first record the plan passes on, since it is about
+    /// 1 MiB for the nine built-in schemas and most intakes never need it (BENCHMARKS.md,
+    /// "Idle memory"). Compiling is deterministic: what compiled at start compiles again.
+    reference: OnceLock<Result<Reference, SchemaError>>,
+    /// The name errors give the schema: its file, or `(built-in) NAME`.
+    name: String,
+    /// The URL boon knows the schema by.
+    url: String,
     shape: Shape,
     /// The same schema as a plan for the fast path, when it uses only what a plan can say.
     fast: Option<fast::Plan>,
@@ -93,8 +102,15 @@ impl Validator {
         };
         let mut numbers = Vec::new();
         numbers::check(&c.shape, record, &mut numbers);
+        let reference = match c.reference() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(interface = iface.id, error = %e, "the reference validator is missing");
+                return vec![Violation::new(Vec::new(), e.to_string())];
+            }
+        };
         let mut out = Vec::new();
-        if let Err(e) = c.schemas.validate(record, c.index) {
+        if let Err(e) = reference.schemas.validate(record, reference.index) {
             let numbers_judged: HashSet<&[Step]> =
                 numbers.iter().map(|v| v.steps.as_slice()).collect();
             let cx = Context {
@@ -171,29 +187,121 @@ fn compile(iface: &Interface, dir: Option<&Path>) -> Result<Compiled, SchemaErro
         name: name.clone(),
         source,
     })?;
-    let shape = Shape::from_schema(&json);
-    let fast = fast::Plan::compile(&json);
-    let mut compiler = boon::Compiler::new();
-    compiler.set_default_draft(boon::Draft::V7);
-    for f in formats::all() {
-        compiler.register_format(f);
-    }
     let url = format!("urn:ap-intake:schema:{}", iface.schema);
-    let err = |e: &dyn std::fmt::Display| SchemaError::Compile {
-        name: name.clone(),
-        message: e.to_string(),
-    };
-    compiler
-        .add_resource(&url, json.clone())
-        .map_err(|e| err(&e))?;
-    let mut schemas = boon::Schemas::new();
-    let index = compiler.compile(&url, &mut schemas).map_err(|e| err(&e))?;
+    let reference = Reference::compile(&json, &url, &name)?;
+    let fast = fast::Plan::compile(&json);
+    let kept = OnceLock::new();
+    if fast.is_none() {
+        // Every record of this interface takes the reference path.
+        let _ = kept.set(Ok(reference));
+    }
     Ok(Compiled {
-        schemas,
-        index,
-        shape,
+        reference: kept,
+        name,
+        url,
+        shape: Shape::from_schema(&json),
         fast,
         json,
         origin: file,
     })
+}
+
+impl Compiled {
+    /// boon's form of the schema, compiled on first use.
+    fn reference(&self) -> Result<&Reference, &SchemaError> {
+        self.reference
+            .get_or_init(|| Reference::compile(&self.json, &self.url, &self.name))
+            .as_ref()
+    }
+}
+
+/// A schema as boon compiled it.
+struct Reference {
+    schemas: boon::Schemas,
+    index: boon::SchemaIndex,
+}
+
+impl Reference {
+    fn compile(json: &Value, url: &str, name: &str) -> Result<Self, SchemaError> {
+        let mut compiler = boon::Compiler::new();
+        compiler.set_default_draft(boon::Draft::V7);
+        for f in formats::all() {
+            compiler.register_format(f);
+        }
+        let err = |e: &dyn std::fmt::Display| SchemaError::Compile {
+            name: name.to_string(),
+            message: e.to_string(),
+        };
+        compiler
+            .add_resource(url, json.clone())
+            .map_err(|e| err(&e))?;
+        let mut schemas = boon::Schemas::new();
+        let index = compiler.compile(url, &mut schemas).map_err(|e| err(&e))?;
+        Ok(Self { schemas, index })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a failing test should stop loudly")]
+    use super::*;
+    use serde_json::json;
+
+    fn gl() -> &'static Interface {
+        INTERFACES
+            .iter()
+            .find(|i| i.id == "general-ledger-codes-v1")
+            .unwrap()
+    }
+
+    #[test]
+    fn a_schema_with_a_plan_gets_its_reference_form_on_first_use() {
+        let v = Validator::load(None).unwrap();
+        let c = v.get(gl()).unwrap();
+        assert!(c.fast.is_some());
+        assert!(
+            c.reference.get().is_none(),
+            "dropped after the start-up compile"
+        );
+        let record = json!({"code": "4000", "type": "PAYABLE", "description_en": "x"});
+        let violations = v.check(gl(), &record);
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert!(violations[0].message.contains("PAYABLE"), "{violations:?}");
+        assert!(c.reference.get().is_some_and(Result::is_ok));
+    }
+
+    #[test]
+    fn a_schema_without_a_plan_keeps_its_reference_form_from_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut schema: Value =
+            serde_json::from_str(builtin_schema("general-ledger-codes.json").unwrap()).unwrap();
+        // `not` is nothing a plan can say, so every record takes the reference path.
+        schema["properties"]["code"]["not"] = json!({"const": "0000"});
+        std::fs::write(
+            dir.path().join("general-ledger-codes.json"),
+            schema.to_string(),
+        )
+        .unwrap();
+        let v = Validator::load(Some(dir.path())).unwrap();
+        let c = v.get(gl()).unwrap();
+        assert!(c.fast.is_none());
+        assert!(c.reference.get().is_some_and(Result::is_ok));
+        let record = json!({"code": "0000", "type": "VAT", "description_en": "x"});
+        assert_eq!(v.check(gl(), &record).len(), 1);
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_stops_the_load() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("general-ledger-codes.json"),
+            r#"{"type": "object", "properties": {"code": {"type": "strin"}}}"#,
+        )
+        .unwrap();
+        let err = Validator::load(Some(dir.path())).err().unwrap();
+        assert!(
+            matches!(&err, SchemaError::Compile { name, .. } if name.ends_with("general-ledger-codes.json")),
+            "{err}"
+        );
+    }
 }
