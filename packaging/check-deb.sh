@@ -94,9 +94,9 @@ case "$(field Maintainer)" in
     *) fail "Maintainer is '$(field Maintainer)', expected ap-intake maintainers" ;;
 esac
 # Depends: the binary's libraries ($auto), what postinst creates the user with, and
-# /bin/kill for the unit's ExecReload.
+# /bin/kill for the unit's ExecReload; glibc 2.36 for the packed relocations (build.rs).
 depends=$(field Depends)
-for dep in 'libc6' 'systemd-sysusers | adduser' 'procps'; do
+for dep in 'libc6' 'libc6 (>= 2.36)' 'systemd-sysusers | adduser' 'procps'; do
     case ", $depends," in
         *", $dep"[\ ,]*) ok "Depends: $dep" ;;
         *) fail "Depends '$depends' lacks '$dep'" ;;

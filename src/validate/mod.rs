@@ -55,7 +55,8 @@ struct Compiled {
     /// so that a bad one stops start-up; where the fast path has a plan, that form is then
     /// dropped and built again for the first record the plan passes on, since it is about
     /// 1 MiB for the nine built-in schemas and most intakes never need it (BENCHMARKS.md,
-    /// "Idle memory"). Compiling is deterministic: what compiled at start compiles again.
+    /// "Idle memory at start"). Compiling is deterministic: what compiled at start compiles
+    /// again.
     reference: OnceLock<Result<Reference, SchemaError>>,
     /// The name errors give the schema: its file, or `(built-in) NAME`.
     name: String,
