@@ -58,10 +58,8 @@ struct Compiled {
     /// "Idle memory at start"). Compiling is deterministic: what compiled at start compiles
     /// again.
     reference: OnceLock<Result<Reference, SchemaError>>,
-    /// The name errors give the schema: its file, or `(built-in) NAME`.
-    name: String,
-    /// The URL boon knows the schema by.
-    url: String,
+    /// The schema's file name (the interface table's).
+    schema: &'static str,
     shape: Shape,
     /// The same schema as a plan for the fast path, when it uses only what a plan can say.
     fast: Option<fast::Plan>,
@@ -169,37 +167,29 @@ impl Validator {
 
 fn compile(iface: &Interface, dir: Option<&Path>) -> Result<Compiled, SchemaError> {
     let file = dir.map(|d| d.join(iface.schema)).filter(|p| p.is_file());
-    let (text, name) = match &file {
-        Some(path) => (
-            std::fs::read_to_string(path).map_err(|source| SchemaError::Read {
-                path: path.clone(),
-                source,
-            })?,
-            path.display().to_string(),
-        ),
-        None => (
-            builtin_schema(iface.schema)
-                .ok_or_else(|| SchemaError::Missing(iface.schema.to_string()))?
-                .to_string(),
-            format!("(built-in) {}", iface.schema),
-        ),
+    let text = match &file {
+        Some(path) => std::fs::read_to_string(path).map_err(|source| SchemaError::Read {
+            path: path.clone(),
+            source,
+        })?,
+        None => builtin_schema(iface.schema)
+            .ok_or_else(|| SchemaError::Missing(iface.schema.to_string()))?
+            .to_string(),
     };
     let json: Value = serde_json::from_str(&text).map_err(|source| SchemaError::Json {
-        name: name.clone(),
+        name: schema_name(iface.schema, file.as_deref()),
         source,
     })?;
-    let url = format!("urn:ap-intake:schema:{}", iface.schema);
-    let reference = Reference::compile(&json, &url, &name)?;
+    let reference = Reference::compile(&json, iface.schema, file.as_deref())?;
     let fast = fast::Plan::compile(&json);
-    let kept = OnceLock::new();
-    if fast.is_none() {
+    let reference = match fast {
         // Every record of this interface takes the reference path.
-        let _ = kept.set(Ok(reference));
-    }
+        None => OnceLock::from(Ok(reference)),
+        Some(_) => OnceLock::new(),
+    };
     Ok(Compiled {
-        reference: kept,
-        name,
-        url,
+        reference,
+        schema: iface.schema,
         shape: Shape::from_schema(&json),
         fast,
         json,
@@ -207,11 +197,19 @@ fn compile(iface: &Interface, dir: Option<&Path>) -> Result<Compiled, SchemaErro
     })
 }
 
+/// The name errors give a schema: its override file, or `(built-in) NAME`.
+fn schema_name(schema: &str, origin: Option<&Path>) -> String {
+    match origin {
+        Some(path) => path.display().to_string(),
+        None => format!("(built-in) {schema}"),
+    }
+}
+
 impl Compiled {
     /// boon's form of the schema, compiled on first use.
     fn reference(&self) -> Result<&Reference, &SchemaError> {
         self.reference
-            .get_or_init(|| Reference::compile(&self.json, &self.url, &self.name))
+            .get_or_init(|| Reference::compile(&self.json, self.schema, self.origin.as_deref()))
             .as_ref()
     }
 }
@@ -223,21 +221,22 @@ struct Reference {
 }
 
 impl Reference {
-    fn compile(json: &Value, url: &str, name: &str) -> Result<Self, SchemaError> {
+    fn compile(json: &Value, schema: &str, origin: Option<&Path>) -> Result<Self, SchemaError> {
+        let url = format!("urn:ap-intake:schema:{schema}");
         let mut compiler = boon::Compiler::new();
         compiler.set_default_draft(boon::Draft::V7);
         for f in formats::all() {
             compiler.register_format(f);
         }
         let err = |e: &dyn std::fmt::Display| SchemaError::Compile {
-            name: name.to_string(),
+            name: schema_name(schema, origin),
             message: e.to_string(),
         };
         compiler
-            .add_resource(url, json.clone())
+            .add_resource(&url, json.clone())
             .map_err(|e| err(&e))?;
         let mut schemas = boon::Schemas::new();
-        let index = compiler.compile(url, &mut schemas).map_err(|e| err(&e))?;
+        let index = compiler.compile(&url, &mut schemas).map_err(|e| err(&e))?;
         Ok(Self { schemas, index })
     }
 }
