@@ -84,8 +84,6 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The writer checkpoints by itself only when the WAL has grown this far (pages), a safety
 /// net should the background thread fall behind.
 const AUTOCHECKPOINT_PAGES: i64 = 16_384;
-/// Prepared statements each connection keeps (more than the store has).
-const STATEMENT_CACHE: usize = 64;
 /// After a checkpoint the WAL file is cut back to this size.
 const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
@@ -387,10 +385,6 @@ fn connect(path: &Path, create: bool) -> Result<Connection, rusqlite::Error> {
     }
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    // The writer runs about thirty distinct statements (intake, delivery, operator commands);
-    // with rusqlite's default of 16 a mixed workload would prepare some of them again and
-    // again.
-    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     // Only takes effect on a file with no tables yet, and must come before switching to WAL
     // (which writes the header); on an existing file it changes nothing.
     pragma(&conn, "auto_vacuum=INCREMENTAL")?;

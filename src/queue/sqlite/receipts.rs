@@ -106,52 +106,34 @@ impl Heads {
     }
 
     /// Writes each request's lines: with a new receipt head, or beside the head an earlier
-    /// transaction of the same request wrote. A request's first transaction is the common
-    /// case: its head is inserted without a lookup, and only an id already used (the insert
-    /// does nothing) is looked up.
+    /// transaction of the same request wrote.
     pub fn write(self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
         for part in self.parts {
-            if insert_head(tx, &part.request, &part.lines, true)? {
-                continue;
-            }
             match head(tx, &part.request)? {
                 Some(rid) => {
                     tx.prepare_cached("INSERT OR REPLACE INTO receipt_more VALUES (?1, ?2, ?3)")?
                         .execute(params![rid, part.first, part.lines])?;
                 }
                 None => {
-                    insert_head(tx, &part.request, &part.lines, false)?;
+                    let info = &part.request;
+                    tx.prepare_cached(
+                        "INSERT INTO receipt (request_id, api_key, nonce, interface, received_at,
+                                              lines)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    )?
+                    .execute(params![
+                        info.request_id,
+                        info.api_key,
+                        info.nonce as i64,
+                        info.interface,
+                        ms(info.received_at_ms),
+                        part.lines
+                    ])?;
                 }
             }
         }
         Ok(())
     }
-}
-
-/// Inserts a receipt head with its first lines; with `unless_taken`, does nothing (and says
-/// so) when the request id is already taken for this key.
-fn insert_head(
-    tx: &Transaction<'_>,
-    info: &RequestInfo,
-    lines: &[u8],
-    unless_taken: bool,
-) -> rusqlite::Result<bool> {
-    let sql = if unless_taken {
-        "INSERT INTO receipt (request_id, api_key, nonce, interface, received_at, lines)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (request_id, api_key) DO NOTHING"
-    } else {
-        "INSERT INTO receipt (request_id, api_key, nonce, interface, received_at, lines)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-    };
-    let n = tx.prepare_cached(sql)?.execute(params![
-        info.request_id,
-        info.api_key,
-        info.nonce as i64,
-        info.interface,
-        ms(info.received_at_ms),
-        lines
-    ])?;
-    Ok(n == 1)
 }
 
 /// The receipt row an earlier part of the same request wrote; an older request's with the

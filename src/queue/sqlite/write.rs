@@ -125,13 +125,10 @@ pub(super) fn upsert(
     // Prepared once per transaction: a cached statement is still looked up and returned per
     // use.
     let mut find = tx.prepare_cached(OLD)?;
-    // A new key is the common case: it is inserted without being looked up first, and only a
-    // key already queued (the insert does nothing) is read and replaced or moved.
     let mut add = tx.prepare_cached(
         "INSERT INTO item (rowid, key, interface, state, version, queued_at, updated_at,
                            attempts, last_error, xml)
-         VALUES (?1, ?2, ?3, 0, ?4, ?5, ?5, 0, NULL, ?6)
-         ON CONFLICT (key) DO NOTHING",
+         VALUES (?1, ?2, ?3, 0, ?4, ?5, ?5, 0, NULL, ?6)",
     )?;
     // Touches no index: neither the key, the place nor the state change.
     let mut replace = tx.prepare_cached(
@@ -141,23 +138,48 @@ pub(super) fn upsert(
     for rec in records {
         let v = i64::try_from(*version).unwrap_or(i64::MAX);
         *version += 1;
-        let place = lines.place(tx, rec.interface, v)?;
-        let added = add.execute(params![
-            place,
-            rec.key.as_bytes(),
-            rec.interface,
-            v,
-            now,
-            rec.xml
-        ])? == 1;
-        if !added {
-            // The insert found the key, so the row is there; not finding it is damage.
-            let o = old(&mut find, &rec.key)?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
-            if o.state == Some(State::Pending) && o.interface == rec.interface {
+        match old(&mut find, &rec.key)? {
+            None => {
+                let place = lines.place(tx, rec.interface, v)?;
+                add.execute(params![
+                    place,
+                    rec.key.as_bytes(),
+                    rec.interface,
+                    v,
+                    now,
+                    rec.xml
+                ])?;
+            }
+            Some(o) if o.state == Some(State::Pending) && o.interface == rec.interface => {
                 replace.execute(params![o.rowid, v, now, rec.xml])?;
                 counts.add(&o.interface, kind(State::Pending), -1);
-            } else {
-                moved(tx, &o, rec, place, v, now)?;
+            }
+            Some(o) => {
+                // To the end of the line: another interface's (its queued time, attempts and
+                // last error stay with a pending key), or anew after a rejection.
+                let place = lines.place(tx, rec.interface, v)?;
+                let pending = o.state == Some(State::Pending);
+                tx.prepare_cached(
+                    "UPDATE item SET rowid = ?2, interface = ?3, state = 0, version = ?4,
+                       queued_at = CASE WHEN ?8 THEN queued_at ELSE ?5 END, updated_at = ?5,
+                       attempts = ?6, last_error = ?7, xml = ?9, state_at = NULL
+                     WHERE rowid = ?1",
+                )?
+                .execute(params![
+                    o.rowid,
+                    place,
+                    rec.interface,
+                    v,
+                    now,
+                    if pending { o.attempts } else { 0 },
+                    if pending {
+                        o.last_error.as_deref()
+                    } else {
+                        None
+                    },
+                    pending,
+                    rec.xml
+                ])?;
                 if let Some(state) = o.state {
                     counts.add(&o.interface, kind(state), -1);
                 }
@@ -170,42 +192,6 @@ pub(super) fn upsert(
     }
     heads.write(tx)?;
     counts.write(tx)
-}
-
-/// Moves a queued key to the end of `rec`'s line as version `v`: another interface's key
-/// (its queued time, attempts and last error stay with a pending key), or a key queued anew
-/// after a rejection or quarantine.
-fn moved(
-    tx: &Transaction<'_>,
-    o: &Old,
-    rec: &NewRecord,
-    place: i64,
-    v: i64,
-    now: i64,
-) -> rusqlite::Result<()> {
-    let pending = o.state == Some(State::Pending);
-    tx.prepare_cached(
-        "UPDATE item SET rowid = ?2, interface = ?3, state = 0, version = ?4,
-           queued_at = CASE WHEN ?8 THEN queued_at ELSE ?5 END, updated_at = ?5,
-           attempts = ?6, last_error = ?7, xml = ?9, state_at = NULL
-         WHERE rowid = ?1",
-    )?
-    .execute(params![
-        o.rowid,
-        place,
-        rec.interface,
-        v,
-        now,
-        if pending { o.attempts } else { 0 },
-        if pending {
-            o.last_error.as_deref()
-        } else {
-            None
-        },
-        pending,
-        rec.xml
-    ])?;
-    Ok(())
 }
 
 /// The time a state change is dated with (unix ms).

@@ -8,6 +8,7 @@ use ap_intake::queue::State;
 
 const PO1: &str = "purchase-orders-v1";
 const PO2: &str = "purchase-orders-v2";
+const GL: &str = crate::store_suite::GL_CODES;
 
 #[test]
 fn upsert_then_get() {
@@ -49,6 +50,40 @@ fn the_later_of_two_records_in_one_call_wins() {
         let items = s.items().unwrap();
         assert_eq!(items.len(), 1, "{name}");
         assert_eq!(items[0].1.xml, "<second/>");
+    });
+}
+
+#[test]
+fn runs_of_new_and_resent_keys_in_one_call_are_all_stored() {
+    // The SQLite writer guesses per record whether its key is new (D16 either way): new keys
+    // after resent ones, resent ones after new ones, in one transaction.
+    each_backend(|name, dir, open| {
+        let s = open(dir);
+        queue_gl_codes(&*s, &[("A", "<a1/>"), ("B", "<b1/>")], 1000);
+        queue_gl_codes(
+            &*s,
+            &[
+                ("A", "<a2/>"),
+                ("B", "<b2/>"),
+                ("C", "<c1/>"),
+                ("D", "<d1/>"),
+                ("A", "<a3/>"),
+                ("E", "<e1/>"),
+            ],
+            2000,
+        );
+        let line: Vec<String> = pending_keys(&*s, GL, 10)
+            .iter()
+            .map(|k| stored(&*s, k).xml)
+            .collect();
+        assert_eq!(
+            line,
+            ["<a3/>", "<b2/>", "<c1/>", "<d1/>", "<e1/>"],
+            "{name}: resent keys keep their places, new ones follow in order"
+        );
+        assert_eq!(counts(&*s, GL), (5, 0, 0), "{name}");
+        let a = stored(&*s, &key("gl-code", "A"));
+        assert_eq!((a.queued_at_ms, a.updated_at_ms), (1000, 2000), "{name}");
     });
 }
 
