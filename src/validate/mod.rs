@@ -182,10 +182,11 @@ fn compile(iface: &Interface, dir: Option<&Path>) -> Result<Compiled, SchemaErro
     })?;
     let reference = Reference::compile(&json, iface.schema, file.as_deref())?;
     let fast = fast::Plan::compile(&json);
-    let reference = match fast {
+    let reference = if fast.is_some() {
+        OnceLock::new()
+    } else {
         // Every record of this interface takes the reference path.
-        None => OnceLock::from(Ok(reference)),
-        Some(_) => OnceLock::new(),
+        OnceLock::from(Ok(reference))
     };
     Ok(Compiled {
         reference,
