@@ -370,7 +370,12 @@ mod tests {
         let mut passed: HashSet<&[u8]> = HashSet::new();
         let mut free = Vec::new();
         for (i, job) in waiting.iter().enumerate() {
-            if job.small() && job.records.iter().all(|r| !passed.contains(r.key.as_bytes())) {
+            if job.small()
+                && job
+                    .records
+                    .iter()
+                    .all(|r| !passed.contains(r.key.as_bytes()))
+            {
                 free.push(i);
             } else {
                 passed.extend(job.records.iter().map(|r| r.key.as_bytes()));
