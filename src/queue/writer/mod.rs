@@ -60,22 +60,20 @@ impl Writer {
     /// A large request is written in chunks of [`CHUNK_RECORDS`], in order. Only the first
     /// chunk is refused by the free-space rule; if the disk fails under a later one, the
     /// error says how many of the first records were stored ([`StoreError::Incomplete`]).
-    pub async fn store(&self, mut records: Vec<NewRecord>) -> Result<(), StoreError> {
+    pub async fn store(&self, records: Vec<NewRecord>) -> Result<(), StoreError> {
         let total = records.len();
         let failed = Arc::new(AtomicBool::new(false));
         let mut answers = Vec::with_capacity(total.div_ceil(CHUNK_RECORDS));
-        while !records.is_empty() {
-            let rest = records.split_off(records.len().min(CHUNK_RECORDS));
+        for chunk in in_chunks(records, CHUNK_RECORDS) {
             let (reply, answer) = oneshot::channel();
-            let len = records.len();
-            let job = Job::new(records, reply, answers.is_empty(), Arc::clone(&failed));
+            let len = chunk.len();
+            let job = Job::new(chunk, reply, answers.is_empty(), Arc::clone(&failed));
             if self.thread.push(job).is_err() {
                 failed.store(true, Ordering::Relaxed);
                 answers.push((len, None));
                 break;
             }
             answers.push((len, Some(answer)));
-            records = rest;
         }
         let mut stored = 0;
         for (len, answer) in answers {
@@ -111,6 +109,23 @@ impl Writer {
     pub fn stop(&self) {
         self.thread.stop();
     }
+}
+
+/// `items` in chunks of `size`, in order; none when there are no items. Split from the end, so
+/// each item moves once: splitting from the front copies the rest every time, 16 MB of moves
+/// for 10,000 records on the async worker that runs the request (D27).
+fn in_chunks<T>(mut items: Vec<T>, size: usize) -> Vec<Vec<T>> {
+    let size = size.max(1);
+    let mut chunks = Vec::with_capacity(items.len().div_ceil(size));
+    while items.len() > size {
+        let last = (items.len() - 1) / size * size;
+        chunks.push(items.split_off(last));
+    }
+    if !items.is_empty() {
+        chunks.push(items);
+    }
+    chunks.reverse();
+    chunks
 }
 
 /// Transactions of small jobs in a row before the oldest large job is served again: small
@@ -192,6 +207,20 @@ mod tests {
     use super::choose::tests::{big, job};
     use super::*;
     use crate::queue::{Mode, SqliteStore};
+
+    #[test]
+    fn chunks_keep_the_order_and_all_but_the_last_are_full() {
+        for n in [0, 1, 249, 250, 251, 500, 501, 10_000] {
+            let chunks = in_chunks((0..n).collect::<Vec<usize>>(), CHUNK_RECORDS);
+            assert_eq!(chunks.len(), n.div_ceil(CHUNK_RECORDS), "{n}");
+            if let Some((last, full)) = chunks.split_last() {
+                assert!(full.iter().all(|c| c.len() == CHUNK_RECORDS), "{n}");
+                assert!(!last.is_empty() && last.len() <= CHUNK_RECORDS, "{n}");
+            }
+            let joined: Vec<usize> = chunks.into_iter().flatten().collect();
+            assert_eq!(joined, (0..n).collect::<Vec<_>>());
+        }
+    }
 
     #[test]
     fn large_jobs_still_progress_while_small_ones_keep_coming() {
