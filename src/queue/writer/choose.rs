@@ -107,13 +107,25 @@ pub(super) fn take_small(waiting: &mut Vec<Job>) -> Vec<Job> {
             staying_jobs += 1;
         }
     }
-    let taken = if candidate_records.saturating_mul(staying_jobs) <= ahead_records {
+    let free = if candidate_records.saturating_mul(staying_jobs) <= ahead_records {
         free_by_job(ahead)
     } else {
         free_by_key(ahead)
     };
-    let mut taken: Vec<Job> = taken.into_iter().rev().map(|i| waiting.remove(i)).collect();
-    taken.reverse(); // in arrival order: upserts apply later records last (D16)
+    let Some(&first) = free.first() else {
+        return Vec::new();
+    };
+    // In arrival order (upserts apply later records last, D16), moving the jobs behind the
+    // first one taken twice at most, not once for each job taken.
+    let mut free = free.into_iter().peekable();
+    let mut taken = Vec::new();
+    for (at, job) in (first..).zip(waiting.split_off(first)) {
+        if free.next_if_eq(&at).is_some() {
+            taken.push(job);
+        } else {
+            waiting.push(job);
+        }
+    }
     taken
 }
 
@@ -232,13 +244,18 @@ pub(super) mod tests {
                 0..24,
             )
         ) {
-            let waiting: Vec<Job> = jobs
+            // Each record's XML is the number of its job, to tell the jobs apart.
+            let mut waiting: Vec<Job> = jobs
                 .into_iter()
-                .map(|(first, codes)| {
+                .enumerate()
+                .map(|(n, (first, codes))| {
                     let (j, _) = job("x");
                     let records = codes
                         .iter()
-                        .map(|c| job(&format!("K{c}")).0.records.remove(0))
+                        .map(|c| NewRecord {
+                            xml: n.to_string(),
+                            ..job(&format!("K{c}")).0.records.remove(0)
+                        })
                         .collect();
                     Job::new(records, j.reply, first, Arc::default())
                 })
@@ -246,9 +263,15 @@ pub(super) mod tests {
             let expected = free_reference(&waiting);
             proptest::prop_assert_eq!(free_by_job(&waiting), expected.clone());
             proptest::prop_assert_eq!(free_by_key(&waiting), expected.clone());
-            let mut taken = waiting;
-            let small = take_small(&mut taken);
-            proptest::prop_assert_eq!(small.len(), expected.len());
+            let all = waiting.len();
+            let numbers = |jobs: &[Job]| -> Vec<usize> {
+                jobs.iter().map(|j| j.records[0].xml.parse().unwrap()).collect()
+            };
+            let small = take_small(&mut waiting);
+            // Taken in arrival order; the others stay, in theirs.
+            proptest::prop_assert_eq!(numbers(&small), expected.clone());
+            let rest: Vec<usize> = (0..all).filter(|n| !expected.contains(n)).collect();
+            proptest::prop_assert_eq!(numbers(&waiting), rest);
         }
     }
 
