@@ -6,6 +6,7 @@
 //! cargo bench --bench load -- scale [--records N]
 //! cargo bench --bench load -- memory [--concurrency C] [--body-mib M] [--rounds R] [--timeline]
 //! cargo bench --bench load -- hostile [--requests N]
+//! cargo bench --bench load -- floor [--rounds N] [--records N]
 //! ```
 //!
 //! `intake` starts the release binary on a loopback port, drives it from C keep-alive clients
@@ -21,6 +22,7 @@
 
 mod cpu;
 mod delivery;
+mod floor;
 mod intake;
 mod memory;
 mod nginx;
@@ -124,6 +126,16 @@ enum What {
         /// Requests of each kind.
         #[arg(long, default_value_t = 2000)]
         requests: usize,
+    },
+    /// What the machine allows without ap-intake: the disk's fsync latency, and SQLite alone
+    /// storing GL-sized records durably at 1, 100 and 1,000 a commit.
+    Floor {
+        /// Writes and fsyncs of each size.
+        #[arg(long, default_value_t = 500)]
+        rounds: usize,
+        /// Records stored at 100 and at 1,000 a commit (a hundredth of them at 1 a commit).
+        #[arg(long, default_value_t = 200_000)]
+        records: usize,
     },
 }
 
@@ -233,6 +245,7 @@ fn main() {
                 std::process::exit(1);
             }
         }
+        What::Floor { rounds, records } => floor::run(dir.path(), rounds, records),
     }
 }
 

@@ -1,0 +1,153 @@
+//! What this machine allows without ap-intake: the latency of the data directory's disk to
+//! fsync a write, and SQLite alone storing GL-sized records (one table, a text key and the
+//! record's XML; WAL, `synchronous=FULL`, one thread), the same durability the queue has
+//! (D17, D28). Throughput and latency figures of `intake` are read against these: a durable
+//! answer waits for at least one fsync, and the queue writer does at least this SQLite work.
+
+use ap_intake::interfaces::by_path;
+use ap_intake::validate::Validator;
+use ap_intake::xml;
+use rusqlite::{Connection, params};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The size of the file the fsync probe writes into, in place after the first pass: the WAL
+/// is reused the same way once a checkpoint has copied it.
+const PROBE_FILE: u64 = 64 << 20;
+/// Insertion points in the key index, as 16 clients with their own key ranges make.
+const CLIENTS: usize = 16;
+
+pub fn run(dir: &Path, rounds: usize, records: usize) {
+    for size in [8 << 10, 256 << 10] {
+        let mut took = fsync_probe(dir, size, rounds);
+        println!(
+            "disk: write {:>3} KiB then fsync, {rounds} times: {}",
+            size >> 10,
+            summary(&mut took)
+        );
+    }
+    let xml = gl_xml();
+    for per_commit in [1, 100, 1000] {
+        let n = if per_commit == 1 {
+            (records / 100).max(1)
+        } else {
+            records
+        };
+        let (rate, cpu) = sqlite_alone(dir, &xml, n, per_commit);
+        println!(
+            "SQLite alone: {n} records of {} B XML, {per_commit:>4} a commit: {rate:>8.0} records/s, {cpu:.1} us CPU a record",
+            xml.len()
+        );
+    }
+}
+
+/// Writes `size` bytes at successive places of a preallocated file and fsyncs after each;
+/// the time of every fsync.
+fn fsync_probe(dir: &Path, size: usize, rounds: usize) -> Vec<Duration> {
+    let path = dir.join("fsync-probe");
+    let file = File::create(&path).expect("probe file");
+    let zeros = vec![0u8; 1 << 20];
+    for at in (0..PROBE_FILE).step_by(zeros.len()) {
+        file.write_all_at(&zeros, at).expect("fill probe file");
+    }
+    file.sync_all().expect("fsync probe file");
+    let mut page = vec![0u8; size];
+    let mut took = Vec::with_capacity(rounds);
+    let mut at = 0;
+    for round in 0..rounds {
+        page.fill(round as u8);
+        if at + size as u64 > PROBE_FILE {
+            at = 0;
+        }
+        file.write_all_at(&page, at).expect("write probe");
+        at += size as u64;
+        let start = Instant::now();
+        file.sync_all().expect("fsync probe");
+        took.push(start.elapsed());
+    }
+    drop(file);
+    std::fs::remove_file(&path).expect("remove probe file");
+    took
+}
+
+fn summary(took: &mut [Duration]) -> String {
+    took.sort_unstable();
+    let at = |p: f64| {
+        let i = ((took.len() as f64 * p).ceil() as usize).clamp(1, took.len()) - 1;
+        took[i].as_secs_f64() * 1e3
+    };
+    format!(
+        "ms p50 {:.2} p90 {:.2} p99 {:.2} max {:.2}",
+        at(0.5),
+        at(0.9),
+        at(0.99),
+        at(1.0)
+    )
+}
+
+/// The XML the queue keeps for the GL codes fixture the `intake` benchmark sends.
+fn gl_xml() -> String {
+    let iface = by_path("/general-ledger-codes/v1").expect("GL codes interface");
+    let validator = Validator::load(None).expect("embedded schemas");
+    let shape = validator.shape(iface).expect("GL codes shape");
+    let path = format!(
+        "{}/tests/fixtures/{}.full.json",
+        env!("CARGO_MANIFEST_DIR"),
+        iface.schema.trim_end_matches(".json")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let record: serde_json::Value = serde_json::from_str(&text).expect("fixture JSON");
+    xml::record(shape, iface.xml_record, &[], &record)
+}
+
+/// Inserts `n` records with unique keys, `per_commit` to a transaction, into a fresh
+/// database; records per second and this thread's CPU time per record.
+fn sqlite_alone(dir: &Path, xml: &str, n: usize, per_commit: usize) -> (f64, f64) {
+    let path = dir.join(format!("floor-{per_commit}.sqlite"));
+    let mut conn = Connection::open(&path).expect("open floor database");
+    conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
+        .expect("WAL");
+    conn.execute_batch(
+        "PRAGMA synchronous=FULL;
+         CREATE TABLE item (key TEXT PRIMARY KEY, xml TEXT NOT NULL);",
+    )
+    .expect("floor schema");
+    let cpu = thread_cpu();
+    let start = Instant::now();
+    let mut done = 0;
+    while done < n {
+        let tx = conn.transaction().expect("begin");
+        {
+            let mut insert = tx
+                .prepare_cached("INSERT INTO item (key, xml) VALUES (?1, ?2)")
+                .expect("prepare");
+            for i in done..(done + per_commit).min(n) {
+                let key = format!("floor-{}-{}", i % CLIENTS, i / CLIENTS);
+                insert.execute(params![key, xml]).expect("insert");
+            }
+        }
+        tx.commit().expect("commit");
+        done += per_commit;
+    }
+    let elapsed = start.elapsed();
+    let cpu = thread_cpu().saturating_sub(cpu);
+    drop(conn);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    (
+        n as f64 / elapsed.as_secs_f64(),
+        cpu.as_secs_f64() * 1e6 / n as f64,
+    )
+}
+
+/// CPU time of the calling thread so far (its schedstat's first field, in nanoseconds).
+fn thread_cpu() -> Duration {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .map(Duration::from_nanos)
+        .unwrap_or_default()
+}
