@@ -4,6 +4,7 @@
 //! (D17, D28). Throughput and latency figures of `intake` are read against these: a durable
 //! answer waits for at least one fsync, and the queue writer does at least this SQLite work.
 
+use crate::report::Run;
 use ap_intake::interfaces::by_path;
 use ap_intake::validate::Validator;
 use ap_intake::xml;
@@ -21,11 +22,11 @@ const CLIENTS: usize = 16;
 
 pub fn run(dir: &Path, rounds: usize, records: usize) {
     for size in [8 << 10, 256 << 10] {
-        let mut took = fsync_probe(dir, size, rounds);
+        let took = fsync_probe(dir, size, rounds);
         println!(
             "disk: write {:>3} KiB then fsync, {rounds} times: {}",
             size >> 10,
-            summary(&mut took)
+            summary(&took)
         );
     }
     let xml = gl_xml();
@@ -72,12 +73,13 @@ fn fsync_probe(dir: &Path, size: usize, rounds: usize) -> Vec<Duration> {
     took
 }
 
-fn summary(took: &mut [Duration]) -> String {
-    took.sort_unstable();
-    let at = |p: f64| {
-        let i = ((took.len() as f64 * p).ceil() as usize).clamp(1, took.len()) - 1;
-        took[i].as_secs_f64() * 1e3
-    };
+fn summary(took: &[Duration]) -> String {
+    let mut us: Vec<u32> = took
+        .iter()
+        .map(|d| u32::try_from(d.as_micros()).unwrap_or(u32::MAX))
+        .collect();
+    us.sort_unstable();
+    let at = |p| Run::percentile(&us, p);
     format!(
         "ms p50 {:.2} p90 {:.2} p99 {:.2} max {:.2}",
         at(0.5),

@@ -29,7 +29,8 @@ impl Run {
         self.records as f64 / self.elapsed.as_secs_f64()
     }
 
-    fn percentile(sorted: &[u32], p: f64) -> f64 {
+    /// The `p` quantile (0 to 1) of sorted latencies in microseconds, in milliseconds.
+    pub fn percentile(sorted: &[u32], p: f64) -> f64 {
         if sorted.is_empty() {
             return 0.0;
         }
