@@ -4,6 +4,7 @@
 //! to compare two builds by than records per second.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 /// Clock ticks per second of /proc/PID/stat's times (USER_HZ, 100 on Linux).
@@ -42,12 +43,7 @@ impl Sample {
             if !NAMED.contains(&name) {
                 continue;
             }
-            // schedstat's first field: nanoseconds on a CPU.
-            let ns = std::fs::read_to_string(path.join("schedstat"))
-                .ok()
-                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-                .unwrap_or(0);
-            *threads.entry(name.to_string()).or_default() += Duration::from_nanos(ns);
+            *threads.entry(name.to_string()).or_default() += on_cpu(&path);
             if name == NAMED[0] {
                 // `wchar`: bytes passed to write calls (SQLite's WAL frames, and the database
                 // file when this thread checkpoints by itself).
@@ -88,6 +84,16 @@ impl Sample {
         );
         line
     }
+}
+
+/// Time a thread has spent on a CPU, from its /proc task directory (`/proc/thread-self` for
+/// the caller): schedstat's first field, in nanoseconds.
+pub fn on_cpu(task: &Path) -> Duration {
+    std::fs::read_to_string(task.join("schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .map(Duration::from_nanos)
+        .unwrap_or_default()
 }
 
 /// utime + stime of a /proc/PID/stat line (fields 14 and 15, after the command in brackets).

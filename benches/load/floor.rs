@@ -4,6 +4,8 @@
 //! (D17, D28). Throughput and latency figures of `intake` are read against these: a durable
 //! answer waits for at least one fsync, and the queue writer does at least this SQLite work.
 
+use crate::cpu::on_cpu;
+use crate::records::fixture;
 use crate::report::Run;
 use ap_intake::interfaces::by_path;
 use ap_intake::validate::Validator;
@@ -19,6 +21,8 @@ use std::time::{Duration, Instant};
 const PROBE_FILE: u64 = 64 << 20;
 /// Insertion points in the key index, as 16 clients with their own key ranges make.
 const CLIENTS: usize = 16;
+/// This thread's /proc task directory.
+const THIS_THREAD: &str = "/proc/thread-self";
 
 pub fn run(dir: &Path, rounds: usize, records: usize) {
     for size in [8 << 10, 256 << 10] {
@@ -94,14 +98,7 @@ fn gl_xml() -> String {
     let iface = by_path("/general-ledger-codes/v1").expect("GL codes interface");
     let validator = Validator::load(None).expect("embedded schemas");
     let shape = validator.shape(iface).expect("GL codes shape");
-    let path = format!(
-        "{}/tests/fixtures/{}.full.json",
-        env!("CARGO_MANIFEST_DIR"),
-        iface.schema.trim_end_matches(".json")
-    );
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let record: serde_json::Value = serde_json::from_str(&text).expect("fixture JSON");
-    xml::record(shape, iface.xml_record, &[], &record)
+    xml::record(shape, iface.xml_record, &[], &fixture(iface))
 }
 
 /// Inserts `n` records with unique keys, `per_commit` to a transaction, into a fresh
@@ -116,7 +113,7 @@ fn sqlite_alone(dir: &Path, xml: &str, n: usize, per_commit: usize) -> (f64, f64
          CREATE TABLE item (key TEXT PRIMARY KEY, xml TEXT NOT NULL);",
     )
     .expect("floor schema");
-    let cpu = thread_cpu();
+    let cpu = on_cpu(Path::new(THIS_THREAD));
     let start = Instant::now();
     let mut done = 0;
     while done < n {
@@ -134,7 +131,7 @@ fn sqlite_alone(dir: &Path, xml: &str, n: usize, per_commit: usize) -> (f64, f64
         done += per_commit;
     }
     let elapsed = start.elapsed();
-    let cpu = thread_cpu().saturating_sub(cpu);
+    let cpu = on_cpu(Path::new(THIS_THREAD)).saturating_sub(cpu);
     drop(conn);
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
@@ -143,13 +140,4 @@ fn sqlite_alone(dir: &Path, xml: &str, n: usize, per_commit: usize) -> (f64, f64
         n as f64 / elapsed.as_secs_f64(),
         cpu.as_secs_f64() * 1e6 / n as f64,
     )
-}
-
-/// CPU time of the calling thread so far (its schedstat's first field, in nanoseconds).
-fn thread_cpu() -> Duration {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .map(Duration::from_nanos)
-        .unwrap_or_default()
 }

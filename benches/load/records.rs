@@ -7,6 +7,17 @@ use serde_json::Value;
 
 const MARK: &str = "@@KEY@@";
 
+/// The interface's full fixture (`tests/fixtures/*.full.json`): a record with every field.
+pub fn fixture(iface: &Interface) -> Value {
+    let stem = iface.schema.trim_end_matches(".json");
+    let path = format!(
+        "{}/tests/fixtures/{stem}.full.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).expect("fixture JSON")
+}
+
 /// Builds request bodies for one interface.
 pub struct Records {
     /// The record as JSON text with the key field's value replaced by a marker.
@@ -17,13 +28,7 @@ pub struct Records {
 
 impl Records {
     pub fn new(iface: &Interface) -> Self {
-        let stem = iface.schema.trim_end_matches(".json");
-        let path = format!(
-            "{}/tests/fixtures/{stem}.full.json",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        let mut record: Value = serde_json::from_str(&text).expect("fixture JSON");
+        let mut record = fixture(iface);
         let field = iface
             .key
             .iter()
