@@ -24,10 +24,16 @@ const INFLATE_SLICE: usize = 1024;
 
 /// Reads the whole body by `deadline` (408 after it, D5). `limit` bounds the bytes as
 /// received and, for gzip, as decoded. Bytes beyond what the request was admitted with are
-/// charged as `Budget::resize` allows (D27).
+/// charged as `Budget::resize` allows (D27). `declared`: the Content-Length, at most `limit`,
+/// which the request was admitted with.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the request's parts, each used once"
+)]
 pub async fn read(
     body: &mut (impl Stream<Item = Result<impl Buf, warp::Error>> + Unpin + Send),
     coding: Coding,
+    declared: Option<u64>,
     limit: u64,
     budget: &Budget,
     charge: &mut Charge,
@@ -35,7 +41,8 @@ pub async fn read(
     timeout: std::time::Duration,
 ) -> Result<Bytes, ApiError> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let mut sink = Sink::new(coding);
+    let declared = declared.map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    let mut sink = Sink::new(coding, declared.min(limit));
     let mut received = 0usize;
     loop {
         let next = match tokio::time::timeout_at(deadline, body.next()).await {
@@ -73,9 +80,14 @@ enum Sink {
 }
 
 impl Sink {
-    fn new(coding: Coding) -> Self {
+    /// A sink for a body of `declared` bytes. A plain body's buffer is its declared size from
+    /// the start: grown by doubling instead, a body of tens of MiB would be copied whole into
+    /// each larger buffer, each copy on an async worker in one go, holding up every other
+    /// request waiting for that worker (D27). The memory is charged already (the request was
+    /// admitted for its declared length) and is touched only as the bytes arrive.
+    fn new(coding: Coding, declared: usize) -> Self {
         match coding {
-            Coding::Identity => Self::Identity(Vec::new()),
+            Coding::Identity => Self::Identity(Vec::with_capacity(declared)),
             Coding::Gzip => Self::Gzip(Box::new(flate2::write::GzDecoder::new(Vec::new()))),
         }
     }

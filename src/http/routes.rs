@@ -233,6 +233,7 @@ async fn accept(
     let body = body::read(
         body,
         coding,
+        declared_length(req.headers),
         app.max_body_bytes,
         &app.budget,
         &mut charge,
