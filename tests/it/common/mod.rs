@@ -139,7 +139,11 @@ impl TestApp {
 
     /// Starts with extra top-level keys and extra tables in the config.
     pub fn start_with(extra_top: &str, extra_tables: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(tempfile::tempdir().unwrap(), extra_top, extra_tables)
+    }
+
+    /// Starts with its data directory in `dir`, extra top-level keys and extra tables.
+    pub fn start_in(dir: tempfile::TempDir, extra_top: &str, extra_tables: &str) -> Self {
         let text = config_text(&dir.path().join("data"), extra_top, extra_tables);
         let config = Config::parse(&text, Path::new("test.toml")).unwrap();
         Self::start_config(dir, config)
