@@ -215,7 +215,8 @@ async fn accept(
     check_transfer_encoding(req.headers)?;
     check_content_type(req.headers)?;
     let coding = content_coding(req.headers)?;
-    if declared_length(req.headers).is_some_and(|n| n > app.max_body_bytes) {
+    let declared = declared_length(req.headers);
+    if declared.is_some_and(|n| n > app.max_body_bytes) {
         return Err(ApiError::BodyTooLarge(app.max_body_bytes));
     }
     let query = (!req.query.is_empty()).then_some(req.query);
@@ -223,7 +224,7 @@ async fn accept(
     // Admission (D27): wait in line, holding nothing, for what a body of this length
     // ordinarily takes once parsed; one without a declared length starts small.
     let deadline = req.started + app.body_timeout;
-    let expected = declared_length(req.headers).map_or(SMALL_REQUEST_BYTES, |n| {
+    let expected = declared.map_or(SMALL_REQUEST_BYTES, |n| {
         usize::try_from(n)
             .unwrap_or(usize::MAX)
             .saturating_mul(ORDINARY_CHARGE_PER_BYTE)
@@ -233,7 +234,7 @@ async fn accept(
     let body = body::read(
         body,
         coding,
-        declared_length(req.headers),
+        declared,
         app.max_body_bytes,
         &app.budget,
         &mut charge,

@@ -383,7 +383,8 @@ fn small_requests_stay_prompt_under(shapes: Vec<(&'static str, &'static str, Str
 fn queue_dir_off_the_disk() -> tempfile::TempDir {
     let shm = std::path::Path::new("/dev/shm");
     let room = rustix::fs::statvfs(shm).map_or(0, |s| s.f_bavail.saturating_mul(s.f_frsize));
-    if room >= 2 << 30 {
+    const ROOM: u64 = 2 << 30; // far more than the queue grows to, with min_free_bytes (D30)
+    if room >= ROOM {
         tempfile::tempdir_in(shm).unwrap()
     } else {
         tempfile::tempdir().unwrap()
