@@ -41,6 +41,7 @@ pub struct Metrics {
     records_accepted: Family<InterfaceLabel, Counter>,
     records_rejected: Family<InterfaceLabel, Counter>,
     latency: Latency,
+    commits: Histogram,
     queue: Family<QueueLabels, Gauge>,
     delivery_attempts: Family<InterfaceLabel, Counter>,
     delivery_failures: Family<FailureLabels, Counter>,
@@ -67,6 +68,7 @@ impl Default for Metrics {
             records_accepted: Family::default(),
             records_rejected: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
+            commits: latency_histogram(),
             queue: Family::default(),
             delivery_attempts: Family::default(),
             delivery_failures: Family::default(),
@@ -93,6 +95,12 @@ impl Default for Metrics {
             "request_duration_seconds",
             "Time to answer a request",
             m.latency.clone(),
+        );
+        r.register(
+            "queue_commit_seconds",
+            "Time the queue took to store each transaction of records, its fsync included: \
+             every request in it waited as long for its answer (a slow disk shows here first)",
+            m.commits.clone(),
         );
         r.register(
             "queue_records",
@@ -148,6 +156,11 @@ impl Metrics {
         self.latency
             .get_or_create(&label(interface))
             .observe(seconds);
+    }
+
+    /// One transaction of the queue writer, which took `took`.
+    pub fn commit(&self, took: std::time::Duration) {
+        self.commits.observe(took.as_secs_f64());
     }
 
     /// One document sent to the platform.

@@ -193,8 +193,13 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         config.api_keys.clone(),
     )));
     let store = open_store(config).await?;
-    let writer = Writer::start(Arc::clone(&store)).map_err(StartError::Thread)?;
     let metrics = Arc::new(Metrics::default());
+    let commits = Arc::clone(&metrics);
+    let writer = Writer::start_observed(
+        Arc::clone(&store),
+        Box::new(move |took, _| commits.commit(took)),
+    )
+    .map_err(StartError::Thread)?;
     let (worker, waker) = start_delivery(config, &store, &metrics)?;
     let request_log = Arc::new(RequestLog::new(config.log.requests));
     let app = intake_app(

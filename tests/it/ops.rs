@@ -170,6 +170,9 @@ fn healthz_readyz_and_metrics() {
         r#"ap_intake_delivery_attempts_total{interface="general-ledger-codes-v1"} "#,
         r#"ap_intake_delivery_failures_total{interface="general-ledger-codes-v1",kind="retry"} "#,
         "# TYPE ap_intake_request_duration_seconds histogram",
+        // The one valid record was stored in one transaction of the queue writer.
+        "ap_intake_queue_commit_seconds_count 1\n",
+        "# TYPE ap_intake_queue_commit_seconds histogram",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }

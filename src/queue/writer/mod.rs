@@ -15,6 +15,7 @@ use super::{NewRecord, Store, StoreError, now_ms};
 use choose::{Job, take_oldest, take_small};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 /// One transaction takes at most this many records in arrival order, and a request's records
@@ -24,12 +25,20 @@ use tokio::sync::oneshot;
 const MAX_RECORDS_PER_TRANSACTION: usize = 250;
 const CHUNK_RECORDS: usize = MAX_RECORDS_PER_TRANSACTION;
 
+/// A transaction that takes this long is logged: every request in it waited as long for its
+/// answer (D17), and a disk that slow is what an operator needs to know of first.
+const SLOW_TRANSACTION: Duration = Duration::from_secs(1);
+
 /// The answer to one waiting request.
 type Reply = oneshot::Sender<Result<(), StoreError>>;
+
+/// Told how long each transaction took (its fsync included) and how many records it stored.
+pub type Observer = Box<dyn Fn(Duration, usize) + Send>;
 
 struct QueueWriter {
     store: Arc<dyn Store>,
     transactions: Arc<AtomicU64>,
+    observe: Observer,
     /// Transactions of small jobs only, in a row.
     small_rounds: u32,
 }
@@ -44,10 +53,17 @@ pub struct Writer {
 impl Writer {
     /// Starts the writing thread for `store`.
     pub fn start(store: Arc<dyn Store>) -> std::io::Result<Self> {
+        Self::start_observed(store, Box::new(|_, _| {}))
+    }
+
+    /// Starts the writing thread for `store`, telling `observe` of every transaction (the
+    /// service's `/metrics`).
+    pub fn start_observed(store: Arc<dyn Store>, observe: Observer) -> std::io::Result<Self> {
         let transactions = Arc::new(AtomicU64::new(0));
         let writer = QueueWriter {
             store,
             transactions: Arc::clone(&transactions),
+            observe,
             small_rounds: 0,
         };
         Ok(Self {
@@ -171,12 +187,24 @@ impl QueueWriter {
             .iter_mut()
             .flat_map(|j| std::mem::take(&mut j.records))
             .collect();
+        let started = Instant::now();
         let result = if jobs.iter().any(|j| j.first) {
             self.store.upsert(&records, now_ms())
         } else {
             self.store.upsert_continued(&records, now_ms())
         };
+        let took = started.elapsed();
         self.transactions.fetch_add(1, Ordering::Relaxed);
+        (self.observe)(took, records.len());
+        if took >= SLOW_TRANSACTION {
+            tracing::warn!(
+                took_ms = took.as_millis() as u64,
+                records = records.len(),
+                requests = jobs.len(),
+                "storing records took over a second: the queue's disk is slow, and every \
+                 request waits for it before its answer"
+            );
+        }
         match result {
             Ok(()) => {
                 for job in jobs {
@@ -230,6 +258,7 @@ mod tests {
         let mut writer = QueueWriter {
             store,
             transactions: Arc::default(),
+            observe: Box::new(|_, _| {}),
             small_rounds: 0,
         };
         let mut waiting = vec![big("L1")];
@@ -268,5 +297,31 @@ mod tests {
         store.upsert_continued(&records(3), now_ms()).unwrap();
         assert_eq!(store.items().unwrap().len(), 3);
         writer.stop();
+    }
+
+    #[test]
+    fn the_observer_is_told_of_every_transaction_and_its_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(dir.path(), Mode::Serve, 0).unwrap());
+        let (told, seen) = std::sync::mpsc::channel();
+        let writer = Writer::start_observed(
+            store,
+            Box::new(move |took, n| told.send((took, n)).unwrap()),
+        )
+        .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        // A request larger than a chunk is two transactions, told in order.
+        runtime
+            .block_on(writer.store(records(CHUNK_RECORDS + 7)))
+            .unwrap();
+        writer.stop();
+        let seen: Vec<(Duration, usize)> = seen.try_iter().collect();
+        let sizes: Vec<usize> = seen.iter().map(|s| s.1).collect();
+        assert_eq!(sizes, [CHUNK_RECORDS, 7]);
+        assert!(seen.iter().all(|s| s.0 > Duration::ZERO), "{seen:?}");
+        assert_eq!(writer.transactions(), 2);
     }
 }
