@@ -571,8 +571,8 @@ impl Batch {
                 format!("; UNEXPECTED statuses {:?}", self.probes.unexpected)
             }
         );
-        // A small POST is answered after its transaction's fsync (D17): a slow one here is the
-        // disk's, whatever else is in flight.
+        // A small POST is answered after its transaction's fsync (D17). In a phase that stores
+        // nothing but the probes' records, a slow transaction here is the disk's.
         match &self.commits {
             Some(c) if c.total > 0 => println!(
                 "{:<44}queue transactions meanwhile {}, over 64 ms {}, the slowest within {} ms",
