@@ -71,7 +71,7 @@ fn paused_gauge(app: &TestApp, iface: &str) -> Option<String> {
 
 /// Warnings and errors logged by the product, captured by a global tracing subscriber so a
 /// test can count the ones that name its own platform.
-mod logs {
+pub(crate) mod logs {
     use std::fmt::Write;
     use std::sync::{Mutex, Once};
     use tracing::field::{Field, Visit};

@@ -3,4 +3,5 @@
 
 mod damage;
 mod disk_full;
+mod slow;
 mod socket;
