@@ -201,3 +201,36 @@ fn a_queue_in_the_old_sled_format_is_refused_with_a_message_that_says_how_to_dra
         "no new queue is created beside the old one"
     );
 }
+
+/// A lock let go a moment after a second open asks for it (a child forked while the lock was
+/// held shares it until its `exec`; a stopping service lets go as it exits) is waited for; one
+/// held on is refused after the grace, naming its holder.
+#[test]
+fn a_lock_let_go_within_a_second_is_waited_for_and_one_held_on_is_refused() {
+    use ap_intake::queue::{Mode, SqliteStore, StoreError};
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let first = SqliteStore::open(&data, Mode::Serve, 0).unwrap();
+    let asked = Instant::now();
+    let refused = SqliteStore::open(&data, Mode::Inspect, 0).map(drop);
+    let waited = asked.elapsed();
+    match refused {
+        Err(StoreError::Busy(who)) => assert!(
+            who.contains(&format!("process {}", std::process::id())),
+            "{who}"
+        ),
+        other => panic!("a held lock was not refused: {other:?}"),
+    }
+    assert!(
+        waited >= Duration::from_millis(900),
+        "refused after {waited:?}"
+    );
+    let letting_go = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        drop(first);
+    });
+    let second = SqliteStore::open(&data, Mode::Inspect, 0);
+    letting_go.join().unwrap();
+    assert!(second.is_ok(), "{:?}", second.err());
+}

@@ -142,6 +142,13 @@ pub struct SqliteStore {
 /// The lock file beside the queue.
 const LOCK_NAME: &str = "queue.lock";
 
+/// How long [`lock`] waits for a lock that is being let go before it refuses. A lock can
+/// outlive its holder's close for a moment: a process that forks while it holds the lock
+/// hands the child a share of it until the child's `exec`, and a stopping service lets go
+/// only as it exits (an operator's restart). A second service or command is still refused,
+/// one second later.
+const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Takes the service's lock on `data_dir`, refusing when another service holds it.
 fn lock(data_dir: &Path) -> Result<std::fs::File, StoreError> {
     use rustix::fs::{FlockOperation, flock};
@@ -151,7 +158,13 @@ fn lock(data_dir: &Path) -> Result<std::fs::File, StoreError> {
         .truncate(false)
         .write(true)
         .open(&path)?;
-    match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+    let deadline = std::time::Instant::now() + LOCK_GRACE;
+    let mut taken = flock(&file, FlockOperation::NonBlockingLockExclusive);
+    while taken == Err(rustix::io::Errno::WOULDBLOCK) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        taken = flock(&file, FlockOperation::NonBlockingLockExclusive);
+    }
+    match taken {
         Ok(()) => {
             // Who holds it, for the message another process gets.
             use std::io::Write;
