@@ -69,57 +69,6 @@ fn paused_gauge(app: &TestApp, iface: &str) -> Option<String> {
         .find_map(|l| l.strip_prefix(&prefix).map(str::to_string))
 }
 
-/// Warnings and errors logged by the product, captured by a global tracing subscriber so a
-/// test can count the ones that name its own platform.
-pub(crate) mod logs {
-    use std::fmt::Write;
-    use std::sync::{Mutex, Once};
-    use tracing::field::{Field, Visit};
-    use tracing::{Event, Level, Subscriber};
-    use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-
-    static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    static INIT: Once = Once::new();
-
-    struct Capture;
-    struct Text(String);
-
-    impl Visit for Text {
-        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-            let _ = write!(self.0, "{}={:?} ", field.name(), value);
-        }
-    }
-
-    impl<S: Subscriber> Layer<S> for Capture {
-        fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
-            if *event.metadata().level() == Level::WARN {
-                let mut text = Text(String::new());
-                event.record(&mut text);
-                LINES.lock().unwrap().push(text.0);
-            }
-        }
-    }
-
-    /// Installs the capture (once per test binary).
-    pub fn capture() {
-        INIT.call_once(|| {
-            tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Capture))
-                .expect("no other global subscriber in this test binary");
-        });
-    }
-
-    /// The warnings logged so far whose text holds every one of `needles`.
-    pub fn warnings(needles: &[&str]) -> Vec<String> {
-        LINES
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| needles.iter().all(|n| l.contains(n)))
-            .cloned()
-            .collect()
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // 1. Isolation (D31)
 // ---------------------------------------------------------------------------------------------
@@ -517,7 +466,7 @@ fn a_stored_retry_time_a_day_ahead_waits_no_longer_than_the_cap() {
 /// platform accepts again delivery resumes by itself.
 #[test]
 fn configuration_refusals_pause_the_interface_until_the_platform_accepts() {
-    logs::capture();
+    warnings::capture();
     let platform = Receiver::start();
     let code = Arc::new(AtomicU16::new(401));
     let c = Arc::clone(&code);
@@ -568,7 +517,7 @@ fn configuration_refusals_pause_the_interface_until_the_platform_accepts() {
             "{n}: ap_intake_delivery_paused"
         );
         assert_eq!(paused_gauge(&app, PO2_ID).as_deref(), Some("0"));
-        let warned = logs::warnings(&["paused", &reason]);
+        let warned = warnings::matching(&["paused", &reason]);
         assert_eq!(
             warned.len(),
             1,
@@ -579,10 +528,10 @@ fn configuration_refusals_pause_the_interface_until_the_platform_accepts() {
     }
     assert_eq!(seen, 5);
     assert_eq!(
-        logs::warnings(&[&token]).len(),
+        warnings::matching(&[&token]).len(),
         5,
         "no other warning than one per answer: {:#?}",
-        logs::warnings(&[&token])
+        warnings::matching(&[&token])
     );
 
     code.store(200, Ordering::Relaxed);

@@ -2,8 +2,8 @@
 //! the request waits for it, is answered 202 once its record is stored (D17), and the operator
 //! is told (a warning, `/metrics` `ap_intake_queue_commit_seconds`).
 
+use crate::common::warnings;
 use crate::common::{TestApp, agent, fixture, reply_of};
-use crate::delivery_faults::logs;
 use ap_intake::queue::sqlite::FILE_NAME;
 use std::time::{Duration, Instant};
 
@@ -11,7 +11,7 @@ const GL: &str = "/general-ledger-codes/v1";
 
 #[test]
 fn a_commit_held_up_over_a_second_is_answered_when_stored_and_warned_of() {
-    logs::capture();
+    warnings::capture();
     let app = TestApp::start();
     let mut record = fixture("general-ledger-codes", "minimal");
     record["code"] = serde_json::json!("SLOW-COMMIT-1");
@@ -35,7 +35,7 @@ fn a_commit_held_up_over_a_second_is_answered_when_stored_and_warned_of() {
         "answered after {took:?}, before the lock was let go"
     );
     assert!(app.item("gl-code:main/SLOW-COMMIT-1").is_some(), "stored");
-    let warned = logs::warnings(&["storing records took over a second", "records=1"]);
+    let warned = warnings::matching(&["storing records took over a second", "records=1"]);
     assert!(!warned.is_empty(), "no warning of the slow commit");
     let metrics = reply_of(&mut agent().get(&app.ops_url("/metrics")).call().unwrap()).text;
     // One transaction, in no bucket below a second.
