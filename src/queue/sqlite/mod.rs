@@ -68,7 +68,7 @@ use super::space::Space;
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The queue file in a data directory.
 pub const FILE_NAME: &str = "queue.sqlite3";
@@ -133,7 +133,7 @@ pub struct SqliteStore {
     /// Set when SQLite reported damage: the store is never served silently (D29).
     damaged: Mutex<Option<String>>,
     /// When `/readyz` last ran the integrity check (it runs at most every [`RECHECK_EVERY`]).
-    last_check: Mutex<Option<std::time::Instant>>,
+    last_check: Mutex<Option<Instant>>,
     checkpointer: Option<checkpoint::Checkpointer>,
     /// Held while the store is open: one service (or operator command) per data directory.
     _lock: Option<std::fs::File>,
@@ -147,7 +147,7 @@ const LOCK_NAME: &str = "queue.lock";
 /// hands the child a share of it until the child's `exec`, and a stopping service lets go
 /// only as it exits (an operator's restart). A second service or command is still refused,
 /// one second later.
-const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+const LOCK_GRACE: Duration = Duration::from_secs(1);
 
 /// Takes the service's lock on `data_dir`, refusing when another service holds it.
 fn lock(data_dir: &Path) -> Result<std::fs::File, StoreError> {
@@ -158,10 +158,10 @@ fn lock(data_dir: &Path) -> Result<std::fs::File, StoreError> {
         .truncate(false)
         .write(true)
         .open(&path)?;
-    let deadline = std::time::Instant::now() + LOCK_GRACE;
+    let deadline = Instant::now() + LOCK_GRACE;
     let mut taken = flock(&file, FlockOperation::NonBlockingLockExclusive);
-    while taken == Err(rustix::io::Errno::WOULDBLOCK) && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    while taken == Err(rustix::io::Errno::WOULDBLOCK) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
         taken = flock(&file, FlockOperation::NonBlockingLockExclusive);
     }
     match taken {
@@ -221,7 +221,7 @@ impl SqliteStore {
             writer,
             readers: Mutex::new(Vec::new()),
             damaged: Mutex::new(None),
-            last_check: Mutex::new(Some(std::time::Instant::now())),
+            last_check: Mutex::new(Some(Instant::now())),
             checkpointer,
             _lock: lock,
         })
@@ -350,7 +350,7 @@ impl SqliteStore {
     fn recheck(&self) -> Result<(), StoreError> {
         let due = match self.last_check.lock() {
             Ok(mut last) if last.is_none_or(|t| t.elapsed() >= RECHECK_EVERY) => {
-                *last = Some(std::time::Instant::now());
+                *last = Some(Instant::now());
                 true
             }
             _ => false,
