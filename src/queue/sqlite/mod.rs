@@ -122,7 +122,17 @@ pub enum Mode {
 struct WriterConn {
     conn: Connection,
     next_version: u64,
+    /// The meta row's `next_version`: every version below it may have been handed out, so the
+    /// row is written only when a transaction reaches it (see [`VERSION_BLOCK`]).
+    reserved: u64,
 }
+
+/// Versions are reserved in blocks of this many: the meta row is rewritten once a block, not
+/// in every transaction, which saves its page of WAL in each commit. A restart skips what is
+/// left of the block: a version tells one upsert of a key from another (receipts, `settled`,
+/// a delivery finishing only the version it sent), so versions must never repeat, but need
+/// not be dense; 2^48 of them (the place bits) outlast any number of restarts.
+const VERSION_BLOCK: u64 = 1 << 16;
 
 /// The queue in `<data_dir>/queue.sqlite3`.
 pub struct SqliteStore {
@@ -210,7 +220,11 @@ impl SqliteStore {
         check::quick(&mut conn, &path, mode)?;
         upgrade(&mut conn).map_err(|e| error_at(&path, e))?;
         let next_version = read::next_version(&conn).map_err(|e| error_at(&path, e))?;
-        let writer = Arc::new(Mutex::new(WriterConn { conn, next_version }));
+        let writer = Arc::new(Mutex::new(WriterConn {
+            conn,
+            next_version,
+            reserved: next_version,
+        }));
         let checkpointer = match mode {
             Mode::Serve => Some(checkpoint::Checkpointer::start(&path, Arc::clone(&writer))?),
             Mode::Inspect => None,
@@ -307,13 +321,20 @@ impl SqliteStore {
             .writer
             .lock()
             .map_err(|_| StoreError::Unavailable("queue writer lock poisoned".into()))?;
-        let WriterConn { conn, next_version } = &mut *w;
+        let WriterConn {
+            conn,
+            next_version,
+            reserved,
+        } = &mut *w;
         let mut version = *next_version;
+        let mut reserve = *reserved;
         let result = (|| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let out = f(&tx, &mut version)?;
-            if version != *next_version {
-                write::set_next_version(&tx, version)?;
+            // Committed with the versions it covers, so a crash never reuses one.
+            if version > reserve {
+                reserve = version.saturating_add(VERSION_BLOCK);
+                write::set_next_version(&tx, reserve)?;
             }
             tx.commit()?;
             Ok(out)
@@ -321,6 +342,7 @@ impl SqliteStore {
         match result {
             Ok(out) => {
                 *next_version = version;
+                *reserved = reserve;
                 Ok(out)
             }
             Err(e) => {

@@ -99,8 +99,9 @@ fn cells(row: &Row<'_>) -> Result<(QueueKey, Item), Bad> {
     Ok((key, item))
 }
 
-/// The next version to hand out, as the meta row keeps it (written in the same transaction
-/// as every upsert). Only when that row is missing or not a number are the items scanned.
+/// The next version to hand out: the meta row's, which is above every version committed
+/// (reserved in blocks, `VERSION_BLOCK`). Only when that row is missing or not a number are
+/// the items scanned.
 pub(super) fn next_version(conn: &Connection) -> rusqlite::Result<u64> {
     let meta: Option<rusqlite::types::Value> = conn
         .query_row(

@@ -360,7 +360,7 @@ pub(super) fn set_backoff(
     Ok(())
 }
 
-/// Records the next version to hand out.
+/// Records the version below which every version may have been handed out.
 pub(super) fn set_next_version(tx: &Transaction<'_>, next: u64) -> rusqlite::Result<()> {
     tx.prepare_cached("INSERT OR REPLACE INTO meta (name, value) VALUES ('next_version', ?1)")?
         .execute(params![i64::try_from(next).unwrap_or(i64::MAX)])?;
@@ -416,5 +416,53 @@ mod tests {
                 ("gl-code:main/C".to_string(), 3000)
             ]
         );
+    }
+
+    /// The meta row reserves a block of versions in the commit that reaches it, and only then;
+    /// a queue found as a power cut leaves it (the synced files, no clean close) goes on above
+    /// every version committed.
+    #[test]
+    fn versions_are_reserved_a_block_at_a_time_and_never_repeat_after_a_crash() {
+        use super::super::{FILE_NAME, VERSION_BLOCK};
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path(), Mode::Serve, 0).unwrap();
+        let meta = || -> u64 {
+            let conn = rusqlite::Connection::open(dir.path().join(FILE_NAME)).unwrap();
+            conn.query_row("SELECT value FROM meta WHERE name = 'next_version'", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .unwrap() as u64
+        };
+        let version = |code: &str| -> u64 {
+            let key = QueueKey::new("gl-code", &["main", code]).unwrap();
+            store.get(&key).unwrap().unwrap().version
+        };
+        store.upsert(&[record("A")], 1000).unwrap();
+        let first = version("A");
+        let reserved = meta();
+        assert_eq!(reserved, first + 1 + VERSION_BLOCK);
+        for n in 0..20 {
+            store.upsert(&[record(&format!("B{n}"))], 1000).unwrap();
+        }
+        assert_eq!(meta(), reserved, "not rewritten while inside the block");
+        // One upsert that runs past the block reserves the next in its own commit.
+        let many: Vec<NewRecord> = (0..VERSION_BLOCK)
+            .map(|n| record(&format!("C{n}")))
+            .collect();
+        store.upsert(&many, 1000).unwrap();
+        let last = version(&format!("C{}", VERSION_BLOCK - 1));
+        assert!(last >= reserved, "the upsert ran past the block: {last}");
+        assert_eq!(meta(), last + 1 + VERSION_BLOCK);
+
+        let copy = tempfile::tempdir().unwrap();
+        for suffix in ["", "-wal"] {
+            let name = format!("{FILE_NAME}{suffix}");
+            std::fs::copy(dir.path().join(&name), copy.path().join(&name)).unwrap();
+        }
+        let after = SqliteStore::open(copy.path(), Mode::Serve, 0).unwrap();
+        after.upsert(&[record("A")], 2000).unwrap();
+        let key = QueueKey::new("gl-code", &["main", "A"]).unwrap();
+        let again = after.get(&key).unwrap().unwrap().version;
+        assert!(again > last, "{again} > {last}");
     }
 }
