@@ -42,6 +42,7 @@ pub struct Metrics {
     records_rejected: Family<InterfaceLabel, Counter>,
     latency: Latency,
     commits: Histogram,
+    commit_records: Histogram,
     queue: Family<QueueLabels, Gauge>,
     delivery_attempts: Family<InterfaceLabel, Counter>,
     delivery_failures: Family<FailureLabels, Counter>,
@@ -69,6 +70,8 @@ impl Default for Metrics {
             records_rejected: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
             commits: latency_histogram(),
+            // 1 to 256: a transaction holds at most 250 records (the writer's chunk).
+            commit_records: Histogram::new(exponential_buckets(1.0, 2.0, 9)),
             queue: Family::default(),
             delivery_attempts: Family::default(),
             delivery_failures: Family::default(),
@@ -101,6 +104,12 @@ impl Default for Metrics {
             "Time the queue took to store each transaction of records, its fsync included: \
              every request in it waited as long for its answer (a slow disk shows here first)",
             m.commits.clone(),
+        );
+        r.register(
+            "queue_commit_records",
+            "Records stored by each transaction of the queue: how many share one fsync \
+             (requests that arrive while one commits wait for the next and are stored together)",
+            m.commit_records.clone(),
         );
         r.register(
             "queue_records",
@@ -158,9 +167,10 @@ impl Metrics {
             .observe(seconds);
     }
 
-    /// One transaction of the queue writer, which took `took`.
-    pub fn commit(&self, took: std::time::Duration) {
+    /// One transaction of the queue writer, which took `took` and stored `records`.
+    pub fn commit(&self, took: std::time::Duration, records: usize) {
         self.commits.observe(took.as_secs_f64());
+        self.commit_records.observe(records as f64);
     }
 
     /// One document sent to the platform.

@@ -197,7 +197,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let commits = Arc::clone(&metrics);
     let writer = Writer::start_observed(
         Arc::clone(&store),
-        Box::new(move |took, _| commits.commit(took)),
+        Box::new(move |took, records| commits.commit(took, records)),
     )
     .map_err(StartError::Thread)?;
     let (worker, waker) = start_delivery(config, &store, &metrics)?;

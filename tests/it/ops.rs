@@ -173,6 +173,9 @@ fn healthz_readyz_and_metrics() {
         // The one valid record was stored in one transaction of the queue writer.
         "ap_intake_queue_commit_seconds_count 1\n",
         "# TYPE ap_intake_queue_commit_seconds histogram",
+        // ... which stored that one record.
+        "ap_intake_queue_commit_records_sum 1.0\n",
+        "ap_intake_queue_commit_records_bucket{le=\"1.0\"} 1\n",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }

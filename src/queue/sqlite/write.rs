@@ -428,9 +428,11 @@ mod tests {
         let store = SqliteStore::open(dir.path(), Mode::Serve, 0).unwrap();
         let meta = || -> u64 {
             let conn = rusqlite::Connection::open(dir.path().join(FILE_NAME)).unwrap();
-            conn.query_row("SELECT value FROM meta WHERE name = 'next_version'", [], |r| {
-                r.get::<_, i64>(0)
-            })
+            conn.query_row(
+                "SELECT value FROM meta WHERE name = 'next_version'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
             .unwrap() as u64
         };
         let version = |code: &str| -> u64 {
