@@ -70,6 +70,11 @@ impl Job {
     }
 }
 
+/// Whether every waiting job is small: none has to be let through by turns.
+pub(super) fn only_small(waiting: &[Job]) -> bool {
+    waiting.iter().all(Job::small)
+}
+
 /// The oldest waiting jobs, up to [`MAX_RECORDS_PER_TRANSACTION`] records (at least one job).
 pub(super) fn take_oldest(waiting: &mut Vec<Job>) -> Vec<Job> {
     let mut records = 0;
