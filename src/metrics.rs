@@ -70,8 +70,9 @@ impl Default for Metrics {
             records_rejected: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
             commits: latency_histogram(),
-            // 1 to 256: a transaction holds at most 250 records (the writer's chunk).
-            commit_records: Histogram::new(exponential_buckets(1.0, 2.0, 9)),
+            // 1 to 8,192: requests of up to 100 records share a transaction, as many as wait;
+            // larger ones are written 250 records at a time.
+            commit_records: Histogram::new(exponential_buckets(1.0, 2.0, 14)),
             queue: Family::default(),
             delivery_attempts: Family::default(),
             delivery_failures: Family::default(),
