@@ -256,17 +256,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn large_jobs_still_progress_while_small_ones_keep_coming() {
-        let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(dir.path(), Mode::Serve, 0).unwrap());
-        let mut writer = QueueWriter {
-            store,
+    /// A writer on a store in `dir`, for tests of which jobs it takes.
+    fn chooser(dir: &std::path::Path) -> QueueWriter {
+        QueueWriter {
+            store: Arc::new(SqliteStore::open(dir, Mode::Serve, 0).unwrap()),
             transactions: Arc::default(),
             observe: Box::new(|_, _| {}),
             small_rounds: 0,
-        };
+        }
+    }
+
+    #[test]
+    fn large_jobs_still_progress_while_small_ones_keep_coming() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = chooser(dir.path());
         let mut waiting = vec![big("L1")];
         let mut rounds = 0;
         while waiting.iter().any(|j| j.records.len() > 1) {
@@ -280,14 +283,7 @@ mod tests {
     #[test]
     fn with_no_large_job_waiting_every_waiting_job_goes() {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(dir.path(), Mode::Serve, 0).unwrap());
-        let mut writer = QueueWriter {
-            store,
-            transactions: Arc::default(),
-            observe: Box::new(|_, _| {}),
-            small_rounds: 0,
-        };
+        let mut writer = chooser(dir.path());
         // Requests of 100 records, five at a time: more than the oldest-first cap holds.
         for round in 0..SMALL_ROUNDS * 3 {
             let mut waiting: Vec<Job> = (0..5)
