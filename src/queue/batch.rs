@@ -10,9 +10,6 @@ use std::sync::{Arc, Condvar, Mutex};
 
 /// What a batch thread does with its batches.
 pub(crate) trait Serve<T>: Send + 'static {
-    /// Called when items are waiting, before a batch is taken, outside the lock.
-    fn before_take(&mut self, _stopping: bool) {}
-
     /// Takes the next batch out of the waiting items (never empty when items wait).
     fn take(&mut self, waiting: &mut Vec<T>) -> Vec<T> {
         std::mem::take(waiting)
@@ -101,7 +98,7 @@ impl<T: Send + 'static> BatchThread<T> {
 
 fn run<T>(shared: &Shared<T>, server: &mut impl Serve<T>) {
     loop {
-        let stopping = {
+        let batch = {
             let Ok(mut w) = shared.waiting.lock() else {
                 return;
             };
@@ -113,11 +110,7 @@ fn run<T>(shared: &Shared<T>, server: &mut impl Serve<T>) {
                 };
                 w.asleep = false;
             }
-            w.stopping
-        };
-        server.before_take(stopping);
-        let Ok(batch) = shared.waiting.lock().map(|mut w| server.take(&mut w.items)) else {
-            return;
+            server.take(&mut w.items)
         };
         if batch.is_empty() {
             // Only when stopping: nothing is left.
