@@ -7,6 +7,7 @@ mod database;
 mod network;
 mod platform;
 mod server;
+mod storage;
 
 pub use api_keys::{Access, ApiKey, RateLimit};
 
@@ -19,6 +20,7 @@ pub use platform::{
     Delivery, Platform, PlatformAuth, Policy as BackoffPolicy, Settings as DeliverySettings,
 };
 pub use server::{Admin, ClientAuth, Log, LogFormat, RequestLines, Server, Tls};
+pub use storage::{Backend, Storage};
 
 use api_keys::RawApiKey;
 use platform::{RawDelivery, RawPlatform};
@@ -27,6 +29,7 @@ use server::{RawAdmin, RawLog, RawServer};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use storage::RawStorage;
 
 /// Accounting types accepted when the config names none (the spec's examples).
 pub const DEFAULT_ACCOUNTING_TYPES: [&str; 4] =
@@ -107,75 +110,6 @@ struct RawReceipts {
 pub const DEFAULT_RECEIPT_DAYS: u32 = 7;
 /// The longest retention accepted: a receipt is for following a delivery, not an archive.
 const MAX_RECEIPT_DAYS: u32 = 366;
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawStorage {
-    data_dir: Option<PathBuf>,
-    backend: Option<String>,
-    min_free_bytes: Option<u64>,
-    postgres: Option<database::RawPostgres>,
-}
-
-/// Which store keeps the queue (`[storage] backend`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Backend {
-    /// The embedded SQLite file in the data directory (D28).
-    Sqlite,
-    /// A PostgreSQL database, possibly shared by several nodes (D39).
-    Postgres(database::Postgres),
-}
-
-/// `[storage]`: the queue's store and its free-space rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Storage {
-    /// The store.
-    pub backend: Backend,
-    /// Writes that grow the queue are refused below this much free space (D30).
-    pub min_free_bytes: u64,
-}
-
-impl Default for Storage {
-    fn default() -> Self {
-        Self {
-            backend: Backend::Sqlite,
-            min_free_bytes: 256 * 1024 * 1024,
-        }
-    }
-}
-
-impl RawStorage {
-    fn check(&self) -> Result<Storage, (&'static str, String)> {
-        let backend = match (self.backend.as_deref(), &self.postgres) {
-            (None | Some("sqlite"), None) => Backend::Sqlite,
-            (None | Some("sqlite"), Some(_)) => {
-                return Err((
-                    "postgres",
-                    "[storage.postgres] is set but backend is not \"postgres\"".into(),
-                ));
-            }
-            (Some("postgres"), Some(pg)) => Backend::Postgres(pg.check()?),
-            (Some("postgres"), None) => {
-                return Err((
-                    "postgres.url",
-                    "required with backend = \"postgres\" (D39)".into(),
-                ));
-            }
-            (Some(other), _) => {
-                return Err((
-                    "backend",
-                    format!("{other:?} is not a store this version has (\"sqlite\", \"postgres\")"),
-                ));
-            }
-        };
-        Ok(Storage {
-            backend,
-            min_free_bytes: self
-                .min_free_bytes
-                .unwrap_or(Storage::default().min_free_bytes),
-        })
-    }
-}
 
 /// What operator commands need of a config file: where the queue and the admin socket are.
 #[derive(Debug, Clone)]
