@@ -1,7 +1,7 @@
-//! The bodies of the operator commands (`check-config`, `check-store`, `validate`, `status`,
-//! and the admin socket's answers): part of the binary, beside `main.rs`, which parses the
-//! command line and turns their outcome into an exit code. They write with `main.rs`'s
-//! `out!`, which ends quietly when the reader goes away.
+//! The bodies of the operator commands `check-config`, `check-store`, `validate` and
+//! `status`: part of the binary, beside `main.rs`, which parses the command line, runs the
+//! shorter commands itself and turns every outcome into an exit code. Output goes through
+//! `main.rs`'s `out!`, which ends quietly when the reader goes away (D34).
 
 use anyhow::{Context, bail};
 use ap_intake::admin::{self, Request, Response};
