@@ -197,6 +197,14 @@ pub fn validate(
     }
 }
 
+/// The interface at `path` (or one of its aliases), or an error naming it as an operator
+/// would have typed it.
+pub fn interface(path: &str) -> anyhow::Result<&'static interfaces::Interface> {
+    interfaces::by_path(path).with_context(|| {
+        format!("{path:?} is not an interface path, such as /general-ledger-codes/v1")
+    })
+}
+
 /// `status request` for an id without a receipt.
 const NO_RECEIPT: &str = "no receipt of that request: unknown id, older than [receipts] \
                           retention_days, or sent while receipts were off";
@@ -208,14 +216,8 @@ pub fn status_command(
     what: Option<StatusWhat>,
 ) -> anyhow::Result<()> {
     let interface_id = |path: Option<String>| -> anyhow::Result<Option<String>> {
-        path.map(|p| {
-            interfaces::by_path(&p)
-                .map(|i| i.id.to_string())
-                .with_context(|| {
-                    format!("{p:?} is not an interface path, such as /general-ledger-codes/v1")
-                })
-        })
-        .transpose()
+        path.map(|p| interface(&p).map(|i| i.id.to_string()))
+            .transpose()
     };
     let req = match what {
         None => Request::Status,

@@ -6,7 +6,7 @@ use ap_intake::admin::{self, Request, Response};
 use ap_intake::cli::{Cli, Command, KeyCommand};
 use ap_intake::config::Config;
 use ap_intake::queue::State;
-use ap_intake::{interfaces, keys, service, telemetry};
+use ap_intake::{keys, service, telemetry};
 use clap::Parser;
 use std::process::ExitCode;
 
@@ -224,11 +224,8 @@ fn operate(cli: Cli) -> anyhow::Result<()> {
                 },
         } => {
             anyhow::ensure!(!name.trim().is_empty(), "--name must not be empty");
-            for p in &paths {
-                anyhow::ensure!(
-                    p == "*" || interfaces::by_path(p).is_some(),
-                    "{p:?} is not an interface path, such as /general-ledger-codes/v1"
-                );
+            for p in paths.iter().filter(|p| *p != "*") {
+                commands::interface(p)?;
             }
             let key = keys::generate().map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
             out_raw!(keys::instructions(&name, &paths, &key));

@@ -216,3 +216,49 @@ fn status_takes_config_anywhere_and_an_unknown_key_exits_1() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn an_interface_path_that_does_not_exist_is_named_before_anything_is_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = sandbox_config(dir.path(), "");
+    let c = config.to_str().unwrap();
+    for args in [
+        vec![
+            "key",
+            "generate",
+            "--name",
+            "erp",
+            "--interface",
+            "/nope/v1",
+        ],
+        vec![
+            "status",
+            "pending",
+            "--interface",
+            "/nope/v1",
+            "--config",
+            c,
+        ],
+    ] {
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(
+                r#""/nope/v1" is not an interface path, such as /general-ledger-codes/v1"#
+            ),
+            "{args:?}: {err}"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{args:?}: no key printed, nothing asked"
+        );
+    }
+    // `*`, every interface, is not refused.
+    let out = run(&["key", "generate", "--name", "erp", "--interface", "*"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
