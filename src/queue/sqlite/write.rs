@@ -112,6 +112,13 @@ impl Lines {
 /// Stores records as pending (D16): a pending key keeps its place in the line, its attempts
 /// and last error, and only its version, times and XML change; any other key goes to the end
 /// of its interface's line. `version` is the next version to hand out, advanced per record.
+///
+/// A new key is inserted without a look first (the insert finds a key already there by
+/// itself, and then does nothing): the look is a second search of the key index, about a
+/// sixth of the writer's CPU at 100 new records a request (BENCHMARKS.md). Records come in
+/// runs, new keys after new keys and resends after resends, so the record before decides:
+/// after a resend the row is looked up first, as an insert that finds the key would be a
+/// search in vain (D27: floods of resends cost what they did).
 pub(super) fn upsert(
     tx: &Transaction<'_>,
     records: &[NewRecord],
@@ -128,27 +135,36 @@ pub(super) fn upsert(
     let mut add = tx.prepare_cached(
         "INSERT INTO item (rowid, key, interface, state, version, queued_at, updated_at,
                            attempts, last_error, xml)
-         VALUES (?1, ?2, ?3, 0, ?4, ?5, ?5, 0, NULL, ?6)",
+         VALUES (?1, ?2, ?3, 0, ?4, ?5, ?5, 0, NULL, ?6)
+         ON CONFLICT (key) DO NOTHING",
     )?;
     // Touches no index: neither the key, the place nor the state change.
     let mut replace = tx.prepare_cached(
         "UPDATE item SET version = ?2, updated_at = ?3, xml = ?4, state_at = NULL
          WHERE rowid = ?1",
     )?;
+    let mut last_was_new = true;
     for rec in records {
         let v = i64::try_from(*version).unwrap_or(i64::MAX);
         *version += 1;
-        match old(&mut find, &rec.key)? {
+        let mut insert = || -> rusqlite::Result<bool> {
+            let place = lines.place(tx, rec.interface, v)?;
+            let args = params![place, rec.key.as_bytes(), rec.interface, v, now, rec.xml];
+            Ok(add.execute(args)? == 1)
+        };
+        let stored = last_was_new && insert()?;
+        let found = if stored {
+            None
+        } else {
+            old(&mut find, &rec.key)?
+        };
+        last_was_new = found.is_none();
+        match found {
             None => {
-                let place = lines.place(tx, rec.interface, v)?;
-                add.execute(params![
-                    place,
-                    rec.key.as_bytes(),
-                    rec.interface,
-                    v,
-                    now,
-                    rec.xml
-                ])?;
+                // The insert cannot find the key now: it was not there a moment ago.
+                if !stored && !insert()? {
+                    return Err(rusqlite::Error::StatementChangedRows(0));
+                }
             }
             Some(o) if o.state == Some(State::Pending) && o.interface == rec.interface => {
                 replace.execute(params![o.rowid, v, now, rec.xml])?;
