@@ -20,6 +20,7 @@
     reason = "a benchmark stops loudly when its setup fails"
 )]
 
+mod commits;
 mod cpu;
 mod delivery;
 mod floor;
@@ -304,9 +305,16 @@ fn intake_run(
         let addrs: Vec<_> = svcs.iter().map(|s| s.addr).collect();
         // One node's threads per record only when it took every record.
         let pid = (svcs.len() == 1).then(|| svcs[0].child.id());
+        let admin = if svcs.len() == 1 { svcs[0].admin } else { None };
+        let metrics = commits::client();
+        let read_commits = |admin| runtime.block_on(commits::buckets(&metrics, admin));
+        let commits_before = admin.map(read_commits);
         let before = pid.map(|p| cpu::Sample::of(Some(p)));
         let mut run = runtime.block_on(intake::against_service(&addrs, load));
         let cpu = before.map(|b| cpu::Sample::of(pid).per_record(&b, run.records));
+        let commits = admin
+            .zip(commits_before)
+            .and_then(|(a, b)| commits::Commits::between(&b, &read_commits(a)));
         let rss = svcs
             .iter()
             .map(service::Service::rss_mib)
@@ -315,6 +323,9 @@ fn intake_run(
         run.print("service");
         if let Some(cpu) = cpu {
             println!("service {cpu}");
+        }
+        if let Some(c) = commits {
+            println!("service {}", c.summary());
         }
         println!("service resident memory after the run: {rss:.1} MiB");
         if side.nginx {

@@ -11,11 +11,11 @@
 //! mantissas beside the same requests with ordinary numbers (D23: refused in microseconds,
 //! like any other).
 
+use crate::commits::{self, Commits, HttpClient};
 use crate::service::{self, KEY, Service};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -35,8 +35,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 
 const GL: &str = "/general-ledger-codes/v1";
 const PO: &str = "/purchase-orders/v2";
-
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
 fn client(concurrency: usize) -> HttpClient {
     Client::builder(TokioExecutor::new())
@@ -169,61 +167,6 @@ async fn get(client: &HttpClient, uri: http::Uri) -> (u16, Duration) {
         Err(_) => 0,
     };
     (status, started.elapsed())
-}
-
-/// The queue writer's transactions so far from the admin listener's `/metrics`, as its
-/// histogram's cumulative buckets: (upper bound in seconds, transactions).
-async fn commit_buckets(client: &HttpClient, admin: SocketAddr) -> Vec<(f64, u64)> {
-    let uri: http::Uri = format!("http://{admin}/metrics").parse().expect("uri");
-    let Ok(resp) = client.get(uri).await else {
-        return Vec::new();
-    };
-    let Ok(body) = resp.into_body().collect().await else {
-        return Vec::new();
-    };
-    String::from_utf8_lossy(&body.to_bytes())
-        .lines()
-        .filter_map(|l| {
-            let (le, n) = l
-                .strip_prefix("ap_intake_queue_commit_seconds_bucket{le=\"")?
-                .split_once("\"} ")?;
-            let le = if le == "+Inf" {
-                f64::INFINITY
-            } else {
-                le.parse().ok()?
-            };
-            Some((le, n.trim().parse().ok()?))
-        })
-        .collect()
-}
-
-/// The transactions between two readings of [`commit_buckets`]: how many, how many took over
-/// 64 ms, and the bucket bound the slowest stayed within (ms).
-struct Commits {
-    total: u64,
-    over_64ms: u64,
-    slowest_within_ms: f64,
-}
-
-impl Commits {
-    fn between(before: &[(f64, u64)], after: &[(f64, u64)]) -> Option<Self> {
-        if before.len() != after.len() || after.is_empty() {
-            return None;
-        }
-        let diff: Vec<(f64, u64)> = before
-            .iter()
-            .zip(after)
-            .map(|(b, a)| (a.0, a.1.saturating_sub(b.1)))
-            .collect();
-        let total = diff.last()?.1;
-        let within_64 = diff.iter().find(|(le, _)| *le >= 0.064)?.1;
-        let slowest = diff.iter().find(|(_, n)| *n == total)?.0;
-        Some(Self {
-            total,
-            over_64ms: total - within_64,
-            slowest_within_ms: slowest * 1000.0,
-        })
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -436,7 +379,7 @@ async fn batch(
     let pid = target.svc.child.id();
     let bytes = bodies.iter().map(|(_, b)| b.len()).sum();
     let cleared = reset_peak(pid);
-    let commits_before = commit_buckets(client, target.admin).await;
+    let commits_before = commits::buckets(client, target.admin).await;
     let sampler = Sampler::start(pid);
     let done = Arc::new(AtomicBool::new(false));
     let probe = tokio::spawn(probe(
@@ -466,7 +409,10 @@ async fn batch(
     done.store(true, Ordering::Relaxed);
     let probes = probe.await.expect("probe task");
     let samples = sampler.finish();
-    let commits = Commits::between(&commits_before, &commit_buckets(client, target.admin).await);
+    let commits = Commits::between(
+        &commits_before,
+        &commits::buckets(client, target.admin).await,
+    );
     let sampled_max_mib = samples.iter().map(|s| s.1).fold(0.0, f64::max);
     let hwm = proc_mib(pid, "VmHWM");
     Batch {
@@ -576,7 +522,10 @@ impl Batch {
         match &self.commits {
             Some(c) if c.total > 0 => println!(
                 "{:<44}queue transactions meanwhile {}, over 64 ms {}, the slowest within {} ms",
-                "", c.total, c.over_64ms, c.slowest_within_ms
+                "",
+                c.total,
+                c.over_ms(64.0),
+                c.slowest_within_ms()
             ),
             Some(_) => println!("{:<44}queue transactions meanwhile none", ""),
             None => {}

@@ -67,6 +67,8 @@ level = "warn,ap_intake::service=info"
 pub struct Service {
     pub child: Child,
     pub addr: SocketAddr,
+    /// The admin listener (`/metrics`), from its log line, which comes before "listening".
+    pub admin: Option<SocketAddr>,
     /// From spawn to the "listening" log line.
     pub start_time: Duration,
 }
@@ -87,20 +89,27 @@ impl Service {
         let stderr = child.stderr.take().expect("stderr");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
+            let mut admin = None;
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("listen=").nth(1) {
-                    let _ = tx.send(rest.split_whitespace().next().unwrap_or("").to_string());
+                let field = |name: &str| {
+                    let rest = line.split(name).nth(1)?;
+                    rest.split_whitespace().next()?.parse::<SocketAddr>().ok()
+                };
+                if let Some(a) = field("admin=") {
+                    admin = Some(a);
+                }
+                if let Some(addr) = field("listen=") {
+                    let _ = tx.send((addr, admin));
                 }
             }
         });
-        let addr = rx
+        let (addr, admin) = rx
             .recv_timeout(Duration::from_secs(120))
-            .expect("the service logs where it listens")
-            .parse()
-            .expect("an address");
+            .expect("the service logs where it listens");
         Self {
             child,
             addr,
+            admin,
             start_time: started.elapsed(),
         }
     }
