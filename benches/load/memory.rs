@@ -45,40 +45,28 @@ fn client(concurrency: usize) -> HttpClient {
 // ---------------------------------------------------------------------------------------------
 // The service.
 
-/// The benchmark service: the usual bench config (service.rs) with the admin listener on a
-/// known port and, for bodies over the default 32 MiB, a larger `max_body_bytes`.
+/// The benchmark service: the usual bench config (service.rs) with, for bodies over the
+/// default 32 MiB, a larger `max_body_bytes`.
 struct Target {
     svc: Service,
+    /// The admin listener (`/healthz`, `/metrics`), from the service's log.
     admin: SocketAddr,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 fn start(dir: &Path, max_body: Option<usize>) -> Target {
     let config = service::write_config(dir, &dir.join("data"), None);
-    let text = std::fs::read_to_string(&config).expect("read config");
-    let port = free_port();
-    let admin = "[admin]\nlisten = \"127.0.0.1:0\"";
-    assert!(text.contains(admin), "the bench config has changed");
-    let mut text = text.replace(admin, &format!("[admin]\nlisten = \"127.0.0.1:{port}\""));
     if let Some(bytes) = max_body {
+        let text = std::fs::read_to_string(&config).expect("read config");
         assert!(text.contains("[limits]\n"), "the bench config has changed");
-        text = text.replace(
+        let text = text.replace(
             "[limits]\n",
             &format!("[limits]\nmax_body_bytes = {bytes}\n"),
         );
+        std::fs::write(&config, text).expect("write config");
     }
-    std::fs::write(&config, text).expect("write config");
     let svc = Service::start(&config);
-    Target {
-        svc,
-        admin: SocketAddr::from(([127, 0, 0, 1], port)),
-    }
+    let admin = svc.admin.expect("the service logs its admin listener");
+    Target { svc, admin }
 }
 
 /// A field of /proc/<pid>/status in MiB.
