@@ -4,7 +4,7 @@
 
 use crate::cpu::Sample;
 use crate::records::Records;
-use crate::report::Run;
+use crate::report::{Failure, Run};
 use crate::service::KEY;
 use ap_intake::budget::{Budget, Charge};
 use ap_intake::delivery::Waker;
@@ -39,11 +39,11 @@ fn path(iface: &Interface) -> String {
 }
 
 /// Runs `load.concurrency` clients for `load.duration`; `send(client, seq)` sends one request
-/// and says whether all its records were acknowledged.
+/// and says whether all its records were acknowledged, or why not.
 async fn drive<F, Fut>(load: &Load, send: F) -> Run
 where
     F: Fn(usize, u64) -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = bool> + Send,
+    Fut: std::future::Future<Output = Result<(), Failure>> + Send,
 {
     let started = Instant::now();
     let deadline = started + load.duration;
@@ -56,14 +56,13 @@ where
                 let mut seq = 0u64;
                 while Instant::now() < deadline {
                     let sent = Instant::now();
-                    let ok = send(c, seq).await;
+                    let result = send(c, seq).await;
                     seq += 1;
                     run.latencies.push(sent.elapsed().as_micros() as u32);
                     run.requests += 1;
-                    if ok {
-                        run.records += per;
-                    } else {
-                        run.errors += 1;
+                    match result {
+                        Ok(()) => run.records += per,
+                        Err(failure) => run.fail(failure),
                     }
                 }
                 run
@@ -108,10 +107,17 @@ pub async fn against_service(addrs: &[SocketAddr], load: &Load) -> Run {
             match client.request(req).await {
                 Ok(resp) => {
                     let status = resp.status();
-                    let _ = resp.into_body().collect().await;
-                    status == http::StatusCode::ACCEPTED
+                    let body = resp.into_body().collect().await;
+                    if status == http::StatusCode::ACCEPTED {
+                        return Ok(());
+                    }
+                    let body = body.map(|b| b.to_bytes()).unwrap_or_default();
+                    Err(Failure::new(
+                        status.to_string(),
+                        String::from_utf8_lossy(&body),
+                    ))
                 }
-                Err(_) => false,
+                Err(e) => Err(Failure::new("connection", e.to_string())),
             }
         }
     })
@@ -160,7 +166,18 @@ pub async fn in_process(store: Arc<dyn Store>, load: &Load) -> Run {
                 nonce: seq,
             });
             let take = Take::Queue(receipts.then_some(receipt));
-            matches!(intake.submit(iface, at, body, &mut charge, deadline, take).await, Ok(o) if o.succeeded == per)
+            match intake
+                .submit(iface, at, body, &mut charge, deadline, take)
+                .await
+            {
+                Ok(o) if o.succeeded == per => Ok(()),
+                Ok(o) => {
+                    let first = o.errors.first().map(|e| format!("{}: {}", e.path, e.error));
+                    let detail = format!("{}; {}", o.message, first.unwrap_or_default());
+                    Err(Failure::new(format!("{:?}", o.status), detail))
+                }
+                Err(e) => Err(Failure::new("refused", e.to_string())),
+            }
         }
     })
     .await;

@@ -1,5 +1,6 @@
 //! Latency summaries and the report's lines.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// What one side of the run (service or in-process) achieved.
@@ -11,6 +12,9 @@ pub struct Run {
     pub elapsed: Duration,
     /// Latencies in microseconds.
     pub latencies: Vec<u32>,
+    /// Failed requests by kind (a status, "connection", ...): how many, and the first one's
+    /// detail, so a failed run says why (a full disk answers 503 at once, say).
+    pub failures: BTreeMap<String, (u64, String)>,
 }
 
 impl Run {
@@ -19,6 +23,19 @@ impl Run {
         self.records += other.records;
         self.errors += other.errors;
         self.latencies.extend(other.latencies);
+        for (kind, (n, detail)) in other.failures {
+            self.failures.entry(kind).or_insert((0, detail)).0 += n;
+        }
+    }
+
+    /// Counts one failed request.
+    pub fn fail(&mut self, failure: Failure) {
+        self.errors += 1;
+        let entry = self
+            .failures
+            .entry(failure.kind)
+            .or_insert((0, failure.detail));
+        entry.0 += 1;
     }
 
     pub fn requests_per_sec(&self) -> f64 {
@@ -51,5 +68,25 @@ impl Run {
             l.last().copied().unwrap_or(0) as f64 / 1000.0,
             self.errors
         );
+        for (kind, (n, detail)) in &self.failures {
+            println!("  failed: {n} x {kind}, the first: {detail}");
+        }
+    }
+}
+
+/// Why one request failed.
+pub struct Failure {
+    pub kind: String,
+    pub detail: String,
+}
+
+impl Failure {
+    /// `detail` cut to a line's length.
+    pub fn new(kind: impl Into<String>, detail: impl AsRef<str>) -> Self {
+        let detail: String = detail.as_ref().chars().take(200).collect();
+        Failure {
+            kind: kind.into(),
+            detail,
+        }
     }
 }
