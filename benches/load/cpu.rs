@@ -65,7 +65,10 @@ impl Sample {
 
     /// One line: microseconds of CPU per record since `earlier`, by thread.
     pub fn per_record(&self, earlier: &Sample, records: u64) -> String {
-        let per = |d: Duration| d.as_secs_f64() * 1e6 / records.max(1) as f64;
+        if records == 0 {
+            return "CPU per record: no record was stored".to_string();
+        }
+        let per = |d: Duration| d.as_secs_f64() * 1e6 / records as f64;
         let total = self.process.saturating_sub(earlier.process);
         let mut named = Duration::ZERO;
         let mut line = String::from("CPU per record (us):");
@@ -80,7 +83,7 @@ impl Sample {
             " the rest {:.1}; in all {:.1}; queue-write wrote {} bytes per record",
             per(total.saturating_sub(named)),
             per(total),
-            self.wal.saturating_sub(earlier.wal) / records.max(1)
+            self.wal.saturating_sub(earlier.wal) / records
         );
         line
     }
