@@ -188,8 +188,8 @@ fn main() {
                     receipts: !no_receipts,
                 };
                 let (served, limit) = intake_run(&runtime, dir.path(), &load, &side);
-                failures += served.as_ref().map_or(0, |r| r.errors);
-                failures += limit.as_ref().map_or(0, |r| r.errors);
+                failures += served.as_ref().map_or(0, |r| r.errors());
+                failures += limit.as_ref().map_or(0, |r| r.errors());
                 summary.push((iface.path, served, limit));
             }
             if summary.len() > 1 {

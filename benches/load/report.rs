@@ -8,7 +8,6 @@ use std::time::Duration;
 pub struct Run {
     pub requests: u64,
     pub records: u64,
-    pub errors: u64,
     pub elapsed: Duration,
     /// Latencies in microseconds.
     pub latencies: Vec<u32>,
@@ -21,16 +20,19 @@ impl Run {
     pub fn merge(&mut self, other: Run) {
         self.requests += other.requests;
         self.records += other.records;
-        self.errors += other.errors;
         self.latencies.extend(other.latencies);
         for (kind, (n, detail)) in other.failures {
             self.failures.entry(kind).or_insert((0, detail)).0 += n;
         }
     }
 
+    /// Failed requests, of every kind.
+    pub fn errors(&self) -> u64 {
+        self.failures.values().map(|(n, _)| n).sum()
+    }
+
     /// Counts one failed request.
     pub fn fail(&mut self, failure: Failure) {
-        self.errors += 1;
         let entry = self
             .failures
             .entry(failure.kind)
@@ -66,7 +68,7 @@ impl Run {
             Self::percentile(l, 0.90),
             Self::percentile(l, 0.99),
             l.last().copied().unwrap_or(0) as f64 / 1000.0,
-            self.errors
+            self.errors()
         );
         for (kind, (n, detail)) in &self.failures {
             println!("  failed: {n} x {kind}, the first: {detail}");
