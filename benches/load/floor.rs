@@ -3,6 +3,8 @@
 //! record's XML; WAL, `synchronous=FULL`, one thread), the same durability the queue has
 //! (D17, D28). Throughput and latency figures of `intake` are read against these: a durable
 //! answer waits for at least one fsync, and the queue writer does at least this SQLite work.
+//! A second layout, each commit's XML in one blob beside a narrow key index, shows what a
+//! different queue layout could gain at most.
 
 use crate::cpu::on_cpu;
 use crate::records::fixture;
@@ -10,8 +12,9 @@ use crate::report::Run;
 use ap_intake::interfaces::by_path;
 use ap_intake::validate::Validator;
 use ap_intake::xml;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, Transaction, params};
 use std::fs::File;
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -45,6 +48,12 @@ pub fn run(dir: &Path, rounds: usize, records: usize) {
             "SQLite alone: {n} records of {} B XML, {per_commit:>4} a commit: {rate:>8.0} records/s, {cpu:.1} us CPU a record",
             xml.len()
         );
+        if per_commit > 1 {
+            let (rate, cpu) = sqlite_packed(dir, &xml, n, per_commit);
+            println!(
+                "SQLite packed (a commit's XML one blob): {n} records, {per_commit:>4} a commit: {rate:>8.0} records/s, {cpu:.1} us CPU a record"
+            );
+        }
     }
 }
 
@@ -101,34 +110,76 @@ fn gl_xml() -> String {
     xml::record(shape, iface.xml_record, &[], &fixture(iface))
 }
 
+/// The key of record `i`: unique, in one of [`CLIENTS`] ranges.
+fn key(i: usize) -> String {
+    format!("floor-{}-{}", i % CLIENTS, i / CLIENTS)
+}
+
 /// Inserts `n` records with unique keys, `per_commit` to a transaction, into a fresh
-/// database; records per second and this thread's CPU time per record.
+/// database: one row each, its key and its XML.
 fn sqlite_alone(dir: &Path, xml: &str, n: usize, per_commit: usize) -> (f64, f64) {
-    let path = dir.join(format!("floor-{per_commit}.sqlite"));
+    let schema = "CREATE TABLE item (key TEXT PRIMARY KEY, xml TEXT NOT NULL);";
+    timed(dir, "alone", schema, n, per_commit, |tx, records| {
+        let mut insert = tx.prepare_cached("INSERT INTO item (key, xml) VALUES (?1, ?2)")?;
+        for i in records {
+            insert.execute(params![key(i), xml])?;
+        }
+        Ok(())
+    })
+}
+
+/// As [`sqlite_alone`], in a layout narrower than any that can find a record by its key:
+/// each commit's XML as one blob, and a key index whose rows hold only where a record's
+/// XML is in it. What a queue could gain by writing each record's XML once, in a row of
+/// its own, rather than in a table row beside a key index.
+fn sqlite_packed(dir: &Path, xml: &str, n: usize, per_commit: usize) -> (f64, f64) {
+    let schema = "CREATE TABLE pack (id INTEGER PRIMARY KEY, xml BLOB NOT NULL);
+        CREATE TABLE item (key TEXT PRIMARY KEY, pack INTEGER NOT NULL, at INTEGER NOT NULL)
+          WITHOUT ROWID;";
+    let mut blob = Vec::new();
+    timed(dir, "packed", schema, n, per_commit, |tx, records| {
+        blob.clear();
+        for _ in records.clone() {
+            blob.extend_from_slice(xml.as_bytes());
+        }
+        tx.execute("INSERT INTO pack (xml) VALUES (?1)", params![blob])?;
+        let pack = tx.last_insert_rowid();
+        let mut insert =
+            tx.prepare_cached("INSERT INTO item (key, pack, at) VALUES (?1, ?2, ?3)")?;
+        for (at, i) in records.enumerate() {
+            insert.execute(params![
+                key(i),
+                pack,
+                i64::try_from(at * xml.len()).expect("offset")
+            ])?;
+        }
+        Ok(())
+    })
+}
+
+/// Runs `insert` over `n` records, `per_commit` to a transaction, in a fresh WAL database
+/// with `schema` at `synchronous=FULL`; records per second and this thread's CPU time per
+/// record.
+fn timed(
+    dir: &Path,
+    name: &str,
+    schema: &str,
+    n: usize,
+    per_commit: usize,
+    mut insert: impl FnMut(&Transaction<'_>, Range<usize>) -> rusqlite::Result<()>,
+) -> (f64, f64) {
+    let path = dir.join(format!("floor-{name}-{per_commit}.sqlite"));
     let mut conn = Connection::open(&path).expect("open floor database");
     conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
         .expect("WAL");
-    conn.execute_batch(
-        "PRAGMA synchronous=FULL;
-         CREATE TABLE item (key TEXT PRIMARY KEY, xml TEXT NOT NULL);",
-    )
-    .expect("floor schema");
+    conn.execute_batch(&format!("PRAGMA synchronous=FULL; {schema}"))
+        .expect("floor schema");
     let cpu = on_cpu(Path::new(THIS_THREAD));
     let start = Instant::now();
-    let mut done = 0;
-    while done < n {
+    for first in (0..n).step_by(per_commit) {
         let tx = conn.transaction().expect("begin");
-        {
-            let mut insert = tx
-                .prepare_cached("INSERT INTO item (key, xml) VALUES (?1, ?2)")
-                .expect("prepare");
-            for i in done..(done + per_commit).min(n) {
-                let key = format!("floor-{}-{}", i % CLIENTS, i / CLIENTS);
-                insert.execute(params![key, xml]).expect("insert");
-            }
-        }
+        insert(&tx, first..(first + per_commit).min(n)).expect("insert");
         tx.commit().expect("commit");
-        done += per_commit;
     }
     let elapsed = start.elapsed();
     let cpu = on_cpu(Path::new(THIS_THREAD)).saturating_sub(cpu);
