@@ -16,7 +16,8 @@ use std::process::ExitCode;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Exit status when the queue cannot be opened or is damaged (EX_IOERR, D29, D34).
+/// Exit status when the queue cannot be opened or is damaged, or a flush of it failed
+/// (EX_IOERR, D29, D34, D40).
 const EXIT_STORE: u8 = 74;
 /// Exit status for a configuration error (EX_CONFIG, D34): the unit does not restart on it.
 const EXIT_CONFIG: u8 = 78;
@@ -74,7 +75,13 @@ fn exit_code(e: &anyhow::Error) -> ExitCode {
         {
             return ExitCode::from(EXIT_CONFIG);
         }
-        match cause.downcast_ref::<service::StartError>() {
+        let start = match cause.downcast_ref::<service::RunError>() {
+            // D40: systemd starts the service again, and the store recovers from its WAL.
+            Some(service::RunError::FlushFailed(_)) => return ExitCode::from(EXIT_STORE),
+            Some(service::RunError::Start(e)) => Some(e),
+            None => cause.downcast_ref::<service::StartError>(),
+        };
+        match start {
             Some(service::StartError::Queue { .. }) => return ExitCode::from(EXIT_STORE),
             Some(service::StartError::Tls(_) | service::StartError::Schema(_)) => {
                 return ExitCode::from(EXIT_CONFIG);

@@ -25,6 +25,22 @@ use tokio::task::JoinHandle;
 /// How long shutdown waits for a delivery in flight.
 pub const DELIVERY_STOP_DEADLINE: Duration = Duration::from_secs(10);
 
+/// After a failed flush, how long the answers in flight (503 now) may take to go out before
+/// the process exits (D40).
+pub const HALT_GRACE: Duration = Duration::from_secs(2);
+
+/// Why a running service stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// It did not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// A flush of the queue to disk failed (D40): exit 74, so that systemd starts it again
+    /// and the store recovers from its write-ahead log.
+    #[error("stopped after a failed flush of the queue: {0}")]
+    FlushFailed(String),
+}
+
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -109,6 +125,16 @@ impl Running {
     /// Queue transactions of the intake so far (see [`Writer::transactions`]).
     pub fn transactions(&self) -> u64 {
         self.writer.transactions()
+    }
+
+    /// After a failed flush (D40): stops accepting and gives the answers in flight (503, the
+    /// store refusing every write now) up to [`HALT_GRACE`] to go out. Nothing waits for the
+    /// delivery worker, and the store is not closed (its `Drop` leaves the connections open):
+    /// the process exits next.
+    pub async fn abandon(self) {
+        let _ = self.shutdown.send(true);
+        let _ = tokio::time::timeout(HALT_GRACE, self.server).await;
+        self.summary.stop();
     }
 
     /// Stops accepting, lets requests in flight finish, stops the delivery worker (waiting up
@@ -406,8 +432,9 @@ fn console_url(scheme: &str, addr: std::net::SocketAddr) -> String {
     format!("{scheme}://{host}:{}/docs/", addr.port())
 }
 
-/// Runs the service until SIGTERM or SIGINT; SIGHUP re-reads `path` (D34).
-pub async fn run(config: Config, path: Option<std::path::PathBuf>) -> Result<(), StartError> {
+/// Runs the service until SIGTERM or SIGINT, or until a flush of the queue fails (D40);
+/// SIGHUP re-reads `path` (D34).
+pub async fn run(config: Config, path: Option<std::path::PathBuf>) -> Result<(), RunError> {
     if config.sandbox {
         tracing::warn!(
             "SANDBOX MODE: no API key is required and nothing is delivered to an AP platform; \
@@ -438,22 +465,42 @@ pub async fn run(config: Config, path: Option<std::path::PathBuf>) -> Result<(),
     tracing::info!(listen = %running.addr, scheme, data_dir = %config.data_dir.display(), sandbox = config.sandbox, "ap-intake listening");
     tracing::info!(console = %console_url(scheme, running.addr), "API console and OpenAPI document (/openapi.json)");
     notify(sd_notify::NotifyState::Ready);
-    match (hangup, running.reloadable.take()) {
-        (Ok(mut hangup), Some(parts)) => {
-            let mut reloader = crate::reload::Reloader::new(path, config.clone(), parts);
-            tokio::pin!(stop);
-            loop {
-                tokio::select! {
-                    () = &mut stop => break,
-                    Some(()) = hangup.recv() => {
-                        notify(sd_notify::NotifyState::Reloading);
-                        reloader.reload();
-                        notify(sd_notify::NotifyState::Ready);
-                    }
+    let halt = running.store.halt();
+    let halted = async move {
+        match halt {
+            Some(halt) => halt.tripped().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(stop, halted);
+    let mut reloader = running
+        .reloadable
+        .take()
+        .map(|parts| crate::reload::Reloader::new(path, config.clone(), parts));
+    let mut hangup = hangup.ok();
+    loop {
+        let can_reload = reloader.is_some();
+        let reload = async {
+            match &mut hangup {
+                Some(hangup) if can_reload => hangup.recv().await,
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = &mut stop => break,
+            why = &mut halted => {
+                notify(sd_notify::NotifyState::Stopping);
+                running.abandon().await;
+                return Err(RunError::FlushFailed(why));
+            }
+            Some(()) = reload => {
+                if let Some(reloader) = reloader.as_mut() {
+                    notify(sd_notify::NotifyState::Reloading);
+                    reloader.reload();
+                    notify(sd_notify::NotifyState::Ready);
                 }
             }
         }
-        _ => stop.await,
     }
     notify(sd_notify::NotifyState::Stopping);
     tracing::info!("shutting down: finishing requests in flight");

@@ -197,6 +197,10 @@ impl ApiError {
                 status: Status::Failed,
                 message: &match e {
                     StoreError::Full(_) => format!("{e}; nothing was queued, retry later"),
+                    // D40: the client learns why the service goes away.
+                    StoreError::FlushFailed { .. } => "the queue's disk failed to flush; \
+                        nothing was queued, and the service restarts to recover: retry later"
+                        .to_string(),
                     StoreError::Incomplete { .. } => e.to_string(),
                     _ => "the queue cannot store records right now; nothing was queued, \
                               retry later"

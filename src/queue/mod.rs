@@ -8,6 +8,7 @@
 //! one transaction, so they share one fsync (group commit, D17).
 
 mod batch;
+pub mod halt;
 pub mod key;
 pub mod pg;
 pub mod receipt;
@@ -15,6 +16,7 @@ pub mod space;
 pub mod sqlite;
 pub mod writer;
 
+pub use halt::Halt;
 pub use key::QueueKey;
 pub use pg::PostgresStore;
 pub use sqlite::{Mode, SqliteStore};
@@ -184,6 +186,18 @@ pub enum StoreError {
          data directory?)"
     )]
     Busy(String),
+    /// Flushing a store file to disk failed (D40): what the kernel held may be gone, so the
+    /// store takes no more writes and the service stops, to recover at its next start.
+    #[error(
+        "flushing {path} to disk failed ({detail}): nothing more is acknowledged and the \
+         service stops, to recover the queue from its write-ahead log at the next start"
+    )]
+    FlushFailed {
+        /// The file.
+        path: String,
+        /// What the system said.
+        detail: String,
+    },
     /// A file operation failed.
     #[error("queue storage: {0}")]
     Io(#[from] std::io::Error),
@@ -209,7 +223,7 @@ pub struct Node {
 pub trait Store: Send + Sync + 'static {
     /// Inserts records, replacing the item of a key that has one (D16); a replaced rejected
     /// item becomes pending again. Later records of one call win over earlier ones with the
-    /// same key. Not yet durable: see [`Store::sync`].
+    /// same key. Durable when it returns Ok (D17): the service answers 202 on that alone.
     fn upsert(&self, records: &[NewRecord], now_ms: u64) -> Result<(), StoreError>;
 
     /// [`Store::upsert`] for the rest of a request whose first part was stored: the
@@ -219,8 +233,9 @@ pub trait Store: Send + Sync + 'static {
         self.upsert(records, now_ms)
     }
 
-    /// Makes everything written so far durable. Stores whose every write is durable when it
-    /// returns (SQLite with `synchronous=FULL`) have nothing left to do.
+    /// Makes everything written so far durable. Every write of both engines is durable when
+    /// it returns (SQLite with `synchronous=FULL`, a committed PostgreSQL transaction), so
+    /// this has nothing left to do there.
     fn sync(&self) -> Result<(), StoreError>;
 
     /// The item of one key.
@@ -279,6 +294,12 @@ pub trait Store: Send + Sync + 'static {
     /// The nodes sharing this queue (D39); none for a store only one service uses.
     fn nodes(&self) -> Result<Vec<Node>, StoreError> {
         Ok(Vec::new())
+    }
+
+    /// The store's [`Halt`], for a store whose flushes can fail under it (D40); the service
+    /// stops when it trips.
+    fn halt(&self) -> Option<Halt> {
+        None
     }
 
     /// Forgets receipts of requests received before `before_ms`, and what the queue kept

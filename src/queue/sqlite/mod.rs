@@ -51,7 +51,14 @@
 //! Reads use connections of their own, which in WAL mode never block the writer. A thread
 //! checkpoints the WAL into the main file in the background (PASSIVE, so it never waits
 //! for the writer), flushes what it copied, and returns free pages to the filesystem after
-//! large deliveries (`checkpoint.rs`).
+//! large deliveries (`checkpoint.rs`). It is the only checkpointer: SQLite's automatic
+//! checkpoint, which runs inside a commit, ignores a failed flush of the main file, and every
+//! failed flush must be seen (D40).
+//!
+//! A failed flush (fsync or fdatasync, of a commit, a checkpoint or our own) trips the
+//! store's [`Halt`]: every later write is refused, and the writer connection is never closed,
+//! because SQLite's last close checkpoints and removes the WAL, which may then hold the only
+//! copy of pages the kernel dropped (`super::halt`).
 
 mod check;
 mod checkpoint;
@@ -59,12 +66,13 @@ mod migrate;
 mod read;
 mod receipts;
 mod store;
+mod wal;
 mod write;
 
 pub use check::verify_file;
 
-use super::StoreError;
 use super::space::Space;
+use super::{Halt, StoreError};
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -81,9 +89,10 @@ const SCHEMA_VERSION: i64 = 2;
 /// How long a connection waits for a lock another connection (the CLI beside the service, a
 /// checkpoint) holds before reporting the store busy.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-/// The writer checkpoints by itself only when the WAL has grown this far (pages), a safety
-/// net should the background thread fall behind.
-const AUTOCHECKPOINT_PAGES: i64 = 16_384;
+/// No connection checkpoints by itself (SQLite's default is 1,000 pages): its automatic
+/// checkpoint ignores a failed flush of the queue file, and D40 needs every failure seen, so
+/// the background thread is the only checkpointer.
+const AUTOCHECKPOINT_PAGES: i64 = 0;
 /// After a checkpoint the WAL file is cut back to this size.
 const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
@@ -95,7 +104,7 @@ pub struct Settings {
     pub journal_mode: String,
     /// `FULL`: every commit fsyncs the WAL (D17).
     pub synchronous: &'static str,
-    /// The writer's own checkpoint threshold (pages), a safety net.
+    /// The writer's own checkpoint threshold (pages): 0, none (D40).
     pub wal_autocheckpoint_pages: i64,
     /// How often the background thread checkpoints (PASSIVE); `None` for operator commands.
     pub background_checkpoint: Option<Duration>,
@@ -145,6 +154,8 @@ pub struct SqliteStore {
     /// When `/readyz` last ran the integrity check (it runs at most every [`RECHECK_EVERY`]).
     last_check: Mutex<Option<Instant>>,
     checkpointer: Option<checkpoint::Checkpointer>,
+    /// Tripped by a failed flush (D40).
+    halt: Halt,
     /// Held while the store is open: one service (or operator command) per data directory.
     _lock: Option<std::fs::File>,
 }
@@ -212,21 +223,42 @@ impl SqliteStore {
             std::fs::create_dir_all(data_dir)?;
         }
         let lock = Some(lock(data_dir)?);
-        let fresh = !path.exists();
+        wal::write_back(&path)?;
         let mut conn = connect(&path, true).map_err(|e| error_at(&path, e))?;
-        if fresh {
-            create_schema(&mut conn).map_err(|e| error_at(&path, e))?;
-        }
-        check::quick(&mut conn, &path, mode)?;
-        upgrade(&mut conn).map_err(|e| error_at(&path, e))?;
-        let next_version = read::next_version(&conn).map_err(|e| error_at(&path, e))?;
+        let prepared = (|| {
+            // A file with nothing in it yet is a queue not yet made, not a damaged one: a
+            // first start stopped before its schema was committed (a kill, a failed flush,
+            // D40) leaves one.
+            if mode == Mode::Serve && is_blank(&conn).map_err(|e| error_at(&path, e))? {
+                create_schema(&mut conn).map_err(|e| error_at(&path, e))?;
+            }
+            check::quick(&mut conn, &path, mode)?;
+            upgrade(&mut conn).map_err(|e| error_at(&path, e))?;
+            read::next_version(&conn).map_err(|e| error_at(&path, e))
+        })();
+        let next_version = match prepared {
+            Ok(v) => v,
+            Err(e) => {
+                if matches!(e, StoreError::FlushFailed { .. }) {
+                    // Closing the only connection would checkpoint without what the kernel
+                    // dropped and remove the WAL that still has it (D40).
+                    std::mem::forget(conn);
+                }
+                return Err(e);
+            }
+        };
+        let halt = Halt::default();
         let writer = Arc::new(Mutex::new(WriterConn {
             conn,
             next_version,
             reserved: next_version,
         }));
         let checkpointer = match mode {
-            Mode::Serve => Some(checkpoint::Checkpointer::start(&path, Arc::clone(&writer))?),
+            Mode::Serve => Some(checkpoint::Checkpointer::start(
+                &path,
+                Arc::clone(&writer),
+                halt.clone(),
+            )?),
             Mode::Inspect => None,
         };
         Ok(Self {
@@ -237,6 +269,7 @@ impl SqliteStore {
             damaged: Mutex::new(None),
             last_check: Mutex::new(Some(Instant::now())),
             checkpointer,
+            halt,
             _lock: lock,
         })
     }
@@ -314,6 +347,7 @@ impl SqliteStore {
         grows: bool,
         f: impl FnOnce(&rusqlite::Transaction<'_>, &mut u64) -> Result<T, rusqlite::Error>,
     ) -> Result<T, StoreError> {
+        self.halted()?;
         if grows {
             self.space.check()?;
         }
@@ -343,6 +377,9 @@ impl SqliteStore {
             Ok(out) => {
                 *next_version = version;
                 *reserved = reserve;
+                // A flush failed while this transaction ran: it is in the WAL, but nothing
+                // after the failure is acknowledged (D40); a resend replaces it (D16).
+                self.halted()?;
                 Ok(out)
             }
             Err(e) => {
@@ -355,9 +392,24 @@ impl SqliteStore {
         }
     }
 
-    /// Turns an engine error into the product's, remembering damage.
+    /// Refuses every write once a flush has failed (D40).
+    fn halted(&self) -> Result<(), StoreError> {
+        match self.halt.reason() {
+            None => Ok(()),
+            Some(why) => Err(StoreError::FlushFailed {
+                path: self.path.display().to_string(),
+                detail: why.to_string(),
+            }),
+        }
+    }
+
+    /// Turns an engine error into the product's, remembering damage and tripping the halt on
+    /// a failed flush (D40).
     fn fail(&self, e: rusqlite::Error) -> StoreError {
         let err = error_at(&self.path, e);
+        if let StoreError::FlushFailed { detail, .. } = &err {
+            self.halt.trip(detail);
+        }
         if let StoreError::Damaged { detail, .. } = &err {
             tracing::error!(file = %self.path.display(), %detail,
                 "the queue database is damaged; stop the service and run `ap-intake check-store`");
@@ -407,8 +459,14 @@ impl Drop for SqliteStore {
         if let Some(c) = self.checkpointer.take() {
             c.stop();
         }
-        // The connections close now; the last one checkpoints and removes the WAL, so a
-        // stopped queue is one self-contained file.
+        if self.halt.reason().is_some() {
+            // Never closed after a failed flush: the last close would checkpoint without the
+            // pages the kernel dropped and remove the WAL that still holds them (D40). While
+            // the writer stays open, no other connection's close is the last.
+            std::mem::forget(Arc::clone(&self.writer));
+        }
+        // Otherwise the connections close now; the last one checkpoints and removes the WAL,
+        // so a stopped queue is one self-contained file.
     }
 }
 
@@ -476,6 +534,13 @@ fn create_schema(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     tx.commit()
 }
 
+/// Whether the file holds no table and no header of ours: a database never written.
+fn is_blank(conn: &Connection) -> Result<bool, rusqlite::Error> {
+    let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
+    let id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    Ok(tables == 0 && id == 0)
+}
+
 /// Brings a queue of schema 1 to schema 2 (migrate.rs); a queue of schema 2 is left as it is.
 fn upgrade(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
@@ -489,6 +554,15 @@ fn upgrade(conn: &mut Connection) -> Result<(), rusqlite::Error> {
 fn error_at(path: &Path, e: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode as C;
     let file = path.display().to_string();
+    if let rusqlite::Error::SqliteFailure(f, _) = &e {
+        use rusqlite::ffi::{SQLITE_IOERR_DIR_FSYNC, SQLITE_IOERR_FSYNC};
+        if matches!(f.extended_code, SQLITE_IOERR_FSYNC | SQLITE_IOERR_DIR_FSYNC) {
+            return StoreError::FlushFailed {
+                path: file,
+                detail: e.to_string(),
+            };
+        }
+    }
     match e.sqlite_error_code() {
         Some(C::DiskFull) => StoreError::Full(format!("the disk holding {file} is full")),
         Some(C::DatabaseCorrupt | C::NotADatabase) => StoreError::Damaged {

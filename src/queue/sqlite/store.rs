@@ -135,6 +135,10 @@ impl Store for SqliteStore {
         self.read(|c| receipts::receipts(c, request_id, api_key))
     }
 
+    fn halt(&self) -> Option<crate::queue::Halt> {
+        Some(self.halt.clone())
+    }
+
     fn prune_receipts(&self, before_ms: u64) -> Result<usize, StoreError> {
         let mut total = 0;
         loop {

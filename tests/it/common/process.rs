@@ -33,19 +33,25 @@ impl Service {
     }
 
     /// Runs `cmd` (an `ap-intake serve ...`) and waits for its "listening" log line.
-    pub fn spawn(mut cmd: Command) -> Self {
+    pub fn spawn(cmd: Command) -> Self {
+        Self::try_spawn(cmd)
+            .unwrap_or_else(|stderr| panic!("the service exited before listening:\n{stderr}"))
+    }
+
+    /// [`Service::spawn`], or what the service wrote before it exited without listening.
+    pub fn try_spawn(mut cmd: Command) -> Result<Self, String> {
         let mut child = cmd
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
         let stderr = Arc::default();
-        let addr = wait_listening_into(&mut child, Arc::clone(&stderr));
-        Self {
+        let addr = try_listening(&mut child, Arc::clone(&stderr))?;
+        Ok(Self {
             child,
             addr,
             stderr,
-        }
+        })
     }
 
     /// Everything the service wrote to stderr so far.
@@ -117,6 +123,12 @@ fn listen_addr(line: &str) -> Option<String> {
 }
 
 fn wait_listening_into(child: &mut Child, seen: Arc<Mutex<String>>) -> SocketAddr {
+    try_listening(child, seen)
+        .unwrap_or_else(|stderr| panic!("the service exited before listening:\n{stderr}"))
+}
+
+/// The address the child listens on, or its stderr when it exits first.
+fn try_listening(child: &mut Child, seen: Arc<Mutex<String>>) -> Result<SocketAddr, String> {
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -132,8 +144,8 @@ fn wait_listening_into(child: &mut Child, seen: Arc<Mutex<String>>) -> SocketAdd
         let _ = tx.send(Err(all)); // the service exited
     });
     match rx.recv_timeout(Duration::from_secs(30)) {
-        Ok(Ok(addr)) => addr.parse().unwrap(),
-        Ok(Err(stderr)) => panic!("the service exited before listening:\n{stderr}"),
+        Ok(Ok(addr)) => Ok(addr.parse().unwrap()),
+        Ok(Err(stderr)) => Err(stderr),
         Err(_) => panic!("the service did not log where it listens within 30 s"),
     }
 }
