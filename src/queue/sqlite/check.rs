@@ -184,7 +184,7 @@ pub fn verify_file(data_dir: &Path) -> Result<Vec<String>, StoreError> {
         return Err(StoreError::Missing(path.display().to_string()));
     }
     // Held for the check: a service starting meanwhile waits for it to end.
-    let _lock = super::lock(data_dir)?;
+    let _lock = super::lock::take(data_dir)?;
     super::wal::write_back(&path)?;
     // Read-write so that a WAL left by a crash is recovered, as the service would.
     let conn = connect(&path, false).map_err(|e| error_at(&path, e))?;

@@ -5,8 +5,8 @@
 //! its key, state, version, times, attempts, error and XML, and its order in its line.
 
 use super::receipts;
+use super::schema::{ITEM_COLUMNS, LINE_SCHEMA, PARKED_INDEX};
 use super::write::PLACE_BITS;
-use super::{ITEM_COLUMNS, LINE_SCHEMA, PARKED_INDEX};
 use rusqlite::{Connection, params};
 
 /// Columns later builds of schema 1 added, which a queue written by an earlier one lacks.

@@ -62,9 +62,11 @@
 
 mod check;
 mod checkpoint;
+mod lock;
 mod migrate;
 mod read;
 mod receipts;
+mod schema;
 mod store;
 mod wal;
 mod write;
@@ -160,52 +162,6 @@ pub struct SqliteStore {
     _lock: Option<std::fs::File>,
 }
 
-/// The lock file beside the queue.
-const LOCK_NAME: &str = "queue.lock";
-
-/// How long [`lock`] waits for a lock that is being let go before it refuses. A lock can
-/// outlive its holder's close for a moment: a process that forks while it holds the lock
-/// hands the child a share of it until the child's `exec`, and a stopping service lets go
-/// only as it exits (an operator's restart). A second service or command is still refused,
-/// one second later.
-const LOCK_GRACE: Duration = Duration::from_secs(1);
-
-/// Takes the service's lock on `data_dir`, refusing when another service holds it.
-fn lock(data_dir: &Path) -> Result<std::fs::File, StoreError> {
-    use rustix::fs::{FlockOperation, flock};
-    let path = data_dir.join(LOCK_NAME);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)?;
-    let deadline = Instant::now() + LOCK_GRACE;
-    let mut taken = flock(&file, FlockOperation::NonBlockingLockExclusive);
-    while taken == Err(rustix::io::Errno::WOULDBLOCK) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-        taken = flock(&file, FlockOperation::NonBlockingLockExclusive);
-    }
-    match taken {
-        Ok(()) => {
-            // Who holds it, for the message another process gets.
-            use std::io::Write;
-            let mut f = &file;
-            let _ = file
-                .set_len(0)
-                .and_then(|()| write!(f, "{}", std::process::id()));
-            Ok(file)
-        }
-        Err(rustix::io::Errno::WOULDBLOCK) => {
-            let holder = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|t| t.trim().parse::<u32>().ok())
-                .map_or_else(String::new, |pid| format!(" (process {pid})"));
-            Err(StoreError::Busy(format!("{}{holder}", data_dir.display())))
-        }
-        Err(e) => Err(StoreError::Io(e.into())),
-    }
-}
-
 impl SqliteStore {
     /// Opens (or, in [`Mode::Serve`], creates) the queue in `data_dir`, refusing a damaged
     /// file or one in the old format (D28, D29). `min_free_bytes`: below it writes are
@@ -222,18 +178,18 @@ impl SqliteStore {
         if mode == Mode::Serve {
             std::fs::create_dir_all(data_dir)?;
         }
-        let lock = Some(lock(data_dir)?);
+        let lock = Some(lock::take(data_dir)?);
         wal::write_back(&path)?;
         let mut conn = connect(&path, true).map_err(|e| error_at(&path, e))?;
         let prepared = (|| {
             // A file with nothing in it yet is a queue not yet made, not a damaged one: a
             // first start stopped before its schema was committed (a kill, a failed flush,
             // D40) leaves one.
-            if mode == Mode::Serve && is_blank(&conn).map_err(|e| error_at(&path, e))? {
-                create_schema(&mut conn).map_err(|e| error_at(&path, e))?;
+            if mode == Mode::Serve && schema::is_blank(&conn).map_err(|e| error_at(&path, e))? {
+                schema::create(&mut conn).map_err(|e| error_at(&path, e))?;
             }
             check::quick(&mut conn, &path, mode)?;
-            upgrade(&mut conn).map_err(|e| error_at(&path, e))?;
+            schema::upgrade(&mut conn).map_err(|e| error_at(&path, e))?;
             read::next_version(&conn).map_err(|e| error_at(&path, e))
         })();
         let next_version = match prepared {
@@ -501,52 +457,6 @@ pub(super) fn pragma(conn: &Connection, body: &str) -> Result<(), rusqlite::Erro
     let mut stmt = conn.prepare(&format!("PRAGMA {body}"))?;
     let mut rows = stmt.query([])?;
     while rows.next()?.is_some() {}
-    Ok(())
-}
-
-/// The item table's columns (also made by the upgrade from schema 1).
-const ITEM_COLUMNS: &str = "(key BLOB PRIMARY KEY, interface TEXT NOT NULL,
-    state INTEGER NOT NULL, version INTEGER NOT NULL, queued_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL, attempts INTEGER NOT NULL, last_error TEXT, xml TEXT NOT NULL,
-    state_at INTEGER)";
-/// The lines and the item table's index.
-const LINE_SCHEMA: &str = "
-  CREATE TABLE line (n INTEGER PRIMARY KEY, interface TEXT NOT NULL UNIQUE);";
-const PARKED_INDEX: &str = "CREATE INDEX item_parked ON item (state) WHERE state != 0;";
-
-fn create_schema(conn: &mut Connection) -> Result<(), rusqlite::Error> {
-    let tx = conn.transaction()?;
-    tx.execute_batch(&format!(
-        "CREATE TABLE item {ITEM_COLUMNS}; {PARKED_INDEX} {LINE_SCHEMA}"
-    ))?;
-    tx.execute_batch(receipts::SCHEMA)?;
-    tx.execute_batch(&format!(
-        "CREATE TABLE counter (interface TEXT, kind TEXT, n INTEGER NOT NULL,
-           PRIMARY KEY (interface, kind)) WITHOUT ROWID;
-         CREATE TABLE backoff (interface TEXT PRIMARY KEY, failures INTEGER NOT NULL,
-           next_attempt_ms INTEGER NOT NULL, last_error TEXT, last_error_ms INTEGER,
-           paused INTEGER NOT NULL DEFAULT 0, last_success_ms INTEGER) WITHOUT ROWID;
-         CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-         INSERT INTO meta VALUES ('next_version', 1);
-         PRAGMA application_id={APPLICATION_ID};
-         PRAGMA user_version={SCHEMA_VERSION};"
-    ))?;
-    tx.commit()
-}
-
-/// Whether the file holds no table and no header of ours: a database never written.
-fn is_blank(conn: &Connection) -> Result<bool, rusqlite::Error> {
-    let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
-    let id: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-    Ok(tables == 0 && id == 0)
-}
-
-/// Brings a queue of schema 1 to schema 2 (migrate.rs); a queue of schema 2 is left as it is.
-fn upgrade(conn: &mut Connection) -> Result<(), rusqlite::Error> {
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if version == 1 {
-        migrate::from_v1(conn)?;
-    }
     Ok(())
 }
 
