@@ -234,3 +234,38 @@ fn a_lock_let_go_within_a_second_is_waited_for_and_one_held_on_is_refused() {
     letting_go.join().unwrap();
     assert!(second.is_ok(), "{:?}", second.err());
 }
+
+/// SQLite's automatic checkpoint is off (it ignores a failed flush, D40); the writer's own
+/// safety net keeps the WAL bounded when nothing else checkpoints: 96 MiB written through a
+/// store with no background thread (an operator command's) leave a WAL of about 64 MiB, the
+/// safety net's 16,384 pages, not 96.
+#[test]
+fn the_writers_safety_net_checkpoints_when_nothing_else_does() {
+    use ap_intake::queue::sqlite::FILE_NAME;
+    use ap_intake::queue::{Mode, NewRecord, QueueKey, SqliteStore, now_ms};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    drop(SqliteStore::open(&data, Mode::Serve, 0).unwrap()); // made, then closed
+    let store = SqliteStore::open(&data, Mode::Inspect, 0).unwrap();
+    assert_eq!(store.settings().unwrap().background_checkpoint, None);
+    let filler = "x".repeat(8 * 1024);
+    for batch in 0..24 {
+        let records: Vec<NewRecord> = (0..512)
+            .map(|i| NewRecord {
+                key: QueueKey::new("gl-code", &["main", &format!("W{batch}-{i}")]).unwrap(),
+                interface: iface(GL).id,
+                xml: format!("<gl_code><code>{filler}</code></gl_code>"),
+                receipt: None,
+            })
+            .collect();
+        store.upsert(&records, now_ms()).unwrap();
+    }
+    let wal = std::fs::metadata(data.join(format!("{FILE_NAME}-wal")))
+        .unwrap()
+        .len();
+    let mib = wal / (1024 * 1024);
+    assert!(
+        (32..=80).contains(&mib),
+        "a WAL of {mib} MiB after 96 MiB written"
+    );
+}

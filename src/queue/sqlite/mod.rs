@@ -51,9 +51,10 @@
 //! Reads use connections of their own, which in WAL mode never block the writer. A thread
 //! checkpoints the WAL into the main file in the background (PASSIVE, so it never waits
 //! for the writer), flushes what it copied, and returns free pages to the filesystem after
-//! large deliveries (`checkpoint.rs`). It is the only checkpointer: SQLite's automatic
-//! checkpoint, which runs inside a commit, ignores a failed flush of the main file, and every
-//! failed flush must be seen (D40).
+//! large deliveries (`checkpoint.rs`). SQLite's automatic checkpoint, which runs inside a
+//! commit, ignores a failed flush of the main file, and every failed flush must be seen (D40):
+//! it is off, and the writer's safety net for a WAL the thread lets grow is a checkpoint of
+//! our own whose failure fails its commit ([`safety_net`]).
 //!
 //! A failed flush (fsync or fdatasync, of a commit, a checkpoint or our own) trips the
 //! store's [`Halt`]: every later write is refused, and the writer connection is never closed,
@@ -91,10 +92,12 @@ const SCHEMA_VERSION: i64 = 2;
 /// How long a connection waits for a lock another connection (the CLI beside the service, a
 /// checkpoint) holds before reporting the store busy.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-/// No connection checkpoints by itself (SQLite's default is 1,000 pages): its automatic
-/// checkpoint ignores a failed flush of the queue file, and D40 needs every failure seen, so
-/// the background thread is the only checkpointer.
-const AUTOCHECKPOINT_PAGES: i64 = 0;
+/// The writer checkpoints by itself once the WAL has grown this far (pages), a safety net
+/// should the background thread fall behind (under a steady load its PASSIVE checkpoints
+/// rarely reach the WAL's end, and only a checkpoint that does lets the WAL start over).
+/// Not SQLite's automatic checkpoint, which ignores a failed flush of the queue file: ours
+/// ([`safety_net`]) fails the commit that ran it, so the failure is seen (D40).
+const AUTOCHECKPOINT_PAGES: i32 = 16_384;
 /// After a checkpoint the WAL file is cut back to this size.
 const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
@@ -106,7 +109,8 @@ pub struct Settings {
     pub journal_mode: String,
     /// `FULL`: every commit fsyncs the WAL (D17).
     pub synchronous: &'static str,
-    /// The writer's own checkpoint threshold (pages): 0, none (D40).
+    /// The writer's own checkpoint threshold (pages), a safety net ([`AUTOCHECKPOINT_PAGES`];
+    /// SQLite's automatic checkpoint is off, D40).
     pub wal_autocheckpoint_pages: i64,
     /// How often the background thread checkpoints (PASSIVE); `None` for operator commands.
     pub background_checkpoint: Option<Duration>,
@@ -181,6 +185,8 @@ impl SqliteStore {
         let lock = Some(lock::take(data_dir)?);
         wal::write_back(&path)?;
         let mut conn = connect(&path, true).map_err(|e| error_at(&path, e))?;
+        conn.wal_hook(Some(safety_net))
+            .map_err(|e| error_at(&path, e))?;
         let prepared = (|| {
             // A file with nothing in it yet is a queue not yet made, not a damaged one: a
             // first start stopped before its schema was committed (a kill, a failed flush,
@@ -263,7 +269,10 @@ impl SqliteStore {
                     2 => "FULL",
                     _ => "EXTRA",
                 },
-                wal_autocheckpoint_pages: int("wal_autocheckpoint")?,
+                wal_autocheckpoint_pages: match int("wal_autocheckpoint")? {
+                    0 => i64::from(AUTOCHECKPOINT_PAGES),
+                    sqlite_own => -sqlite_own, // never: connect turns it off
+                },
                 background_checkpoint: self.checkpointer.as_ref().map(|_| checkpoint::EVERY),
                 auto_vacuum: match int("auto_vacuum")? {
                     0 => "NONE",
@@ -447,9 +456,19 @@ fn connect(path: &Path, create: bool) -> Result<Connection, rusqlite::Error> {
         ));
     }
     pragma(&conn, "synchronous=FULL")?;
-    pragma(&conn, &format!("wal_autocheckpoint={AUTOCHECKPOINT_PAGES}"))?;
+    pragma(&conn, "wal_autocheckpoint=0")?;
     pragma(&conn, &format!("journal_size_limit={WAL_SIZE_LIMIT}"))?;
     Ok(conn)
+}
+
+/// The writer's checkpoint after a commit that left `pages` in the WAL (see
+/// [`AUTOCHECKPOINT_PAGES`]). Its error fails the commit (which has happened): a failed
+/// flush is then seen like any other (D40).
+fn safety_net(wal: &mut rusqlite::hooks::Wal, pages: std::ffi::c_int) -> rusqlite::Result<()> {
+    if pages >= AUTOCHECKPOINT_PAGES {
+        wal.checkpoint_v2(rusqlite::wal::CheckpointMode::PASSIVE)?;
+    }
+    Ok(())
 }
 
 /// Runs a pragma to the end, ignoring the rows some of them answer with.

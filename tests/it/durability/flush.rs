@@ -218,7 +218,7 @@ fn random_failed_flushes_under_load_lose_nothing() {
 }
 
 /// The long run: `AP_INTAKE_FLUSH_TRIALS` trials (50) of `AP_INTAKE_FLUSH_TRIAL_SECS` seconds
-/// (20) each. `cargo test --release --test it flush_fault_trials -- --ignored --nocapture`.
+/// (20) each: `cargo test --test it flush_fault_trials -- --ignored --nocapture`.
 #[test]
 #[ignore = "about 25 minutes; run by hand, figures in BENCHMARKS.md"]
 fn flush_fault_trials() {
