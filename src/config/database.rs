@@ -30,7 +30,8 @@ pub struct Postgres {
     pub ca_pem: Option<Vec<u8>>,
     /// How long a node holds the keys it delivers (D39).
     pub lease: Duration,
-    /// This node's name in the cluster status (default: the host name).
+    /// This node's name in the cluster status (default: the host name): a label only, which
+    /// two processes may share; leases belong to the process (D41).
     pub node: String,
 }
 

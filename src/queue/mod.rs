@@ -206,17 +206,29 @@ pub enum StoreError {
     Unavailable(String),
 }
 
-/// A node of a cluster that shares the queue (D39).
+/// A node of a cluster that shares the queue (D39): one running process (D41).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Node {
-    /// Its name (`[storage.postgres] node`).
+    /// Its name (`[storage.postgres] node`): a label, which two processes may share.
     pub name: String,
-    /// When it last started (unix ms).
+    /// The id this process drew when it started, which its leases are kept by (D41).
+    #[serde(default)]
+    pub instance: String,
+    /// When it started (unix ms).
     pub started_at_ms: u64,
     /// When it last renewed its leases (unix ms, the database's clock).
     pub last_seen_ms: u64,
     /// Keys it holds for delivery now.
     pub leases: u64,
+    /// Seen within its lease period: running, as far as the database can tell. A process
+    /// gone without a clean stop stays listed, not live, until it is pruned.
+    #[serde(default = "live_by_default")]
+    pub live: bool,
+}
+
+/// Reports of versions before D41 listed every node without saying: take it as live.
+fn live_by_default() -> bool {
+    true
 }
 
 /// The queue's storage.
@@ -245,6 +257,12 @@ pub trait Store: Send + Sync + 'static {
     /// were queued (a resent pending key keeps its place, D16). SQLite keeps that order
     /// whatever the wall clock does (D31); PostgreSQL orders by the queued time, then the
     /// order of queueing.
+    ///
+    /// The items are leased to this store (D39, D41): until it settles them, its lease
+    /// lapses or it is dropped, no other store on the same queue gets them, whatever its node
+    /// name; this store gets them again (a retry). Dropping the store ends its leases at
+    /// once. SQLite's lease is trivial (one process holds the queue); PostgreSQL keeps it per
+    /// opened store, for `lease_secs`, renewed while the service runs.
     fn pending(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError>;
 
     /// The keys in `state`, of one interface or all.
@@ -291,7 +309,8 @@ pub trait Store: Send + Sync + 'static {
         api_key: Option<&str>,
     ) -> Result<Vec<receipt::Receipt>, StoreError>;
 
-    /// The nodes sharing this queue (D39); none for a store only one service uses.
+    /// The nodes sharing this queue (D39): every running process, and those gone without a
+    /// clean stop until they are pruned (D41); none for a store only one service uses.
     fn nodes(&self) -> Result<Vec<Node>, StoreError> {
         Ok(Vec::new())
     }

@@ -35,6 +35,10 @@ pub struct Report {
     /// The nodes sharing the queue (D39, PostgreSQL); empty for one service's own queue.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<crate::queue::Node>,
+    /// Node names that two or more live processes carry (D41), in order: their leases stay
+    /// apart, but status and logs cannot tell them apart by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub duplicate_node_names: Vec<String>,
 }
 
 /// One interface's line.
@@ -115,13 +119,27 @@ pub fn build(store: &dyn Store, data_dir: &Path, source: Source) -> Result<Repor
             })
         })
         .collect::<Result<_, StoreError>>()?;
+    let nodes = store.nodes()?;
     Ok(Report {
         source,
         generated_at_ms: now,
         interfaces,
         sandbox_sink: sink_report(data_dir),
-        nodes: store.nodes()?,
+        duplicate_node_names: shared_names(&nodes),
+        nodes,
     })
+}
+
+/// The names of live nodes that another live node carries too (D41), sorted.
+fn shared_names(nodes: &[crate::queue::Node]) -> Vec<String> {
+    let mut live = std::collections::BTreeMap::<&str, usize>::new();
+    for n in nodes.iter().filter(|n| n.live) {
+        *live.entry(n.name.as_str()).or_default() += 1;
+    }
+    live.into_iter()
+        .filter(|(_, count)| *count > 1)
+        .map(|(name, _)| name.to_string())
+        .collect()
 }
 
 fn sink_report(data_dir: &Path) -> Option<SinkReport> {

@@ -25,20 +25,41 @@ pub fn render(r: &Report, wide: bool) -> String {
     out
 }
 
-/// The cluster's nodes (D39): who is alive and what each holds.
+/// The cluster's nodes (D39): every process, who is alive and what each holds (D41), and a
+/// warning when two live processes carry one name.
 fn nodes(out: &mut String, r: &Report) {
     if r.nodes.is_empty() {
         return;
     }
-    let _ = writeln!(out, "\n{:<24} {:>14} {:>8}", "NODE", "LAST SEEN", "LEASES");
+    let _ = writeln!(
+        out,
+        "\n{:<24} {:<8} {:>14} {:>20} {:>8}",
+        "NODE", "INSTANCE", "STARTED", "LAST SEEN", "LEASES"
+    );
+    let ago = |ms: u64| human_secs(r.generated_at_ms.saturating_sub(ms) / 1000) + " ago";
     for n in &r.nodes {
-        let seen = human_secs(r.generated_at_ms.saturating_sub(n.last_seen_ms) / 1000);
+        // Not seen within its lease: its leases have lapsed; it stays listed until pruned.
+        let seen = match n.live {
+            true => ago(n.last_seen_ms),
+            false => format!("{} (gone)", ago(n.last_seen_ms)),
+        };
         let _ = writeln!(
             out,
-            "{:<24} {:>14} {:>8}",
+            "{:<24} {:<8} {:>14} {:>20} {:>8}",
             n.name,
-            format!("{seen} ago"),
+            n.instance.get(..8).unwrap_or(&n.instance),
+            ago(n.started_at_ms),
+            seen,
             n.leases
+        );
+    }
+    for name in &r.duplicate_node_names {
+        let count = r.nodes.iter().filter(|n| n.live && &n.name == name).count();
+        let _ = writeln!(
+            out,
+            "WARNING: node name {name:?} is used by {count} running processes (D41). Each delivers\n\
+             only what it leased, but status and logs show them under one name: give each\n\
+             node a name of its own ([storage.postgres] node, default: the host name)."
         );
     }
 }
@@ -237,6 +258,7 @@ mod tests {
             }],
             sandbox_sink: None,
             nodes: Vec::new(),
+            duplicate_node_names: Vec::new(),
         }
     }
 
@@ -257,6 +279,46 @@ mod tests {
         }
         assert!(text.contains("connection refused"), "{text}");
         assert!(!text.contains("NEXT RETRY"), "{text}");
+    }
+
+    /// D41: every process is listed with its instance; a name two live ones carry is
+    /// warned about, one only a gone process shares is not.
+    #[test]
+    fn nodes_sharing_a_name_are_listed_and_warned_about() {
+        let node = |name: &str, instance: &str, live: bool| crate::queue::Node {
+            name: name.into(),
+            instance: instance.into(),
+            started_at_ms: 1_000_000,
+            last_seen_ms: 9_990_000,
+            leases: 7,
+            live,
+        };
+        let mut r = report("boom");
+        r.nodes = vec![
+            node("solo", "0123456789abcdef", true),
+            node("solo", "fedcba9876543210", false),
+            node("twin", "aaaaaaaa11111111", true),
+            node("twin", "bbbbbbbb22222222", true),
+        ];
+        r.duplicate_node_names = vec!["twin".into()];
+        let text = render(&r, false);
+        for line in text.lines() {
+            assert!(line.chars().count() <= WIDTH, "{line:?}");
+        }
+        assert!(
+            text.contains("INSTANCE") && text.contains("STARTED"),
+            "{text}"
+        );
+        assert!(
+            text.contains("aaaaaaaa") && text.contains("bbbbbbbb"),
+            "{text}"
+        );
+        assert!(text.contains("10s ago (gone)"), "{text}");
+        assert!(
+            text.contains("WARNING: node name \"twin\" is used by 2 running processes"),
+            "{text}"
+        );
+        assert!(!text.contains("\"solo\" is used"), "{text}");
     }
 
     #[test]

@@ -74,6 +74,8 @@ fn described(code: &str, text: &str) -> Value {
     serde_json::json!({"code": code, "type": "VAT", "description_en": text})
 }
 
+mod names;
+
 #[test]
 fn d39_one_node_queues_delivers_and_keeps_receipts_on_postgres() {
     let db = database!();

@@ -10,12 +10,14 @@
 //!   key bytea PRIMARY KEY, interface text, state smallint,  -- 0 pending 1 rejected 2 quarantined
 //!   version bigint, queued_at bigint, seq bigint,   -- delivery order: (queued_at, seq)
 //!   updated_at bigint, attempts integer, last_error text, xml text, state_at bigint,
-//!   lease_node text, lease_until timestamptz);      -- who delivers it, until when (D39)
+//!   lease_instance text, lease_until timestamptz);  -- who delivers it, until when (D39, D41)
 //! CREATE INDEX item_line ON item (interface, state, queued_at, seq);
 //! CREATE TABLE delivered (interface text PRIMARY KEY, n bigint);       -- counts
 //! CREATE TABLE backoff (interface text PRIMARY KEY, failures integer, next_attempt_ms bigint,
 //!   last_error text, last_error_ms bigint, paused boolean, last_success_ms bigint);
-//! CREATE TABLE node (name text PRIMARY KEY, started_at timestamptz, last_seen timestamptz);
+//! CREATE TABLE node (instance text PRIMARY KEY,    -- a running process (D41)
+//!   name text, started_at timestamptz, last_seen timestamptz, lease_secs float8);
+//! CREATE TABLE probe (node text PRIMARY KEY, at bigint);  -- readiness, by instance
 //! CREATE TABLE receipt (rid bigserial PRIMARY KEY, request_id text, api_key text,
 //!   nonce bigint, interface text, received_at bigint, UNIQUE (request_id, api_key));
 //! CREATE TABLE receipt_line (rid bigint, idx integer, key bytea, version bigint,
@@ -25,11 +27,18 @@
 //! ```
 //!
 //! Leases (D39): a lane takes its next batch with `FOR UPDATE SKIP LOCKED` and marks it
-//! `lease_node = <this node>, lease_until = now() + lease_secs` on the database's clock, so
-//! a key is delivered by one node at a time; a node renews its leases while it runs (a
-//! heartbeat thread) and another node takes them once they lapse. Settling a delivery is
+//! `lease_instance = <this process>, lease_until = now() + lease_secs` on the database's
+//! clock, so a key is delivered by one node at a time; a node renews its leases while it runs
+//! (a heartbeat thread) and another node takes them once they lapse. Settling a delivery is
 //! fenced by the version sent (D18), so a lapsed node can never remove a newer version.
+//!
+//! A node is a running process, not a name (D41): every open of the store draws an instance
+//! id (`instance.rs`), and leases, the node row, the heartbeat and the probe are keyed by it.
+//! `[storage.postgres] node` is only the label status shows, so two processes with one name
+//! (two on one host, cloned machines) never take or renew each other's leases. A store
+//! dropped cleanly releases its leases and its row; one killed leaves them to lapse.
 
+mod instance;
 mod read;
 mod store;
 mod tls;
@@ -43,10 +52,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The schema this version reads and writes.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// Each migration brings the schema from the version before it to its own.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("schema_v1.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("schema_v1.sql")),
+    (2, include_str!("schema_v2.sql")), // leases by instance, not by name (D41)
+];
 
 /// Serialises schema changes among nodes starting at once (`pg_advisory_xact_lock`).
 const MIGRATION_LOCK: i64 = 0x4150_4951;
@@ -62,17 +74,22 @@ pub struct PostgresStore {
     config: postgres::Config,
     tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
     pool: Mutex<Vec<Client>>,
+    /// The name status shows (`[storage.postgres] node`): a label, maybe shared (D41).
     node: String,
+    /// This process's own id, which leases are kept by (D41).
+    instance: String,
+    /// This store has taken leases or registered its instance: dropping it releases them.
+    held: AtomicBool,
     lease: Duration,
     shown: String,
     heartbeat: Option<Heartbeat>,
-    /// Per interface, where this node's last batch ended (`read::lease`).
+    /// Per interface, where this instance's last batch ended (`read::lease`).
     cursors: Mutex<std::collections::HashMap<String, (i64, i64)>>,
 }
 
 impl PostgresStore {
-    /// Connects, creates or migrates the schema, and (for the service, `heartbeat`) starts
-    /// renewing this node's leases.
+    /// Connects, creates or migrates the schema, and draws this process's instance id (D41);
+    /// for the service (`heartbeat`) registers the instance and starts renewing its leases.
     pub fn open(settings: &Postgres, heartbeat: bool) -> Result<Self, StoreError> {
         let shown = crate::config::redacted_url(&settings.url);
         let mut config: postgres::Config = settings
@@ -93,6 +110,8 @@ impl PostgresStore {
             tls,
             pool: Mutex::new(Vec::new()),
             node: settings.node.clone(),
+            instance: instance::draw()?,
+            held: AtomicBool::new(false),
             lease: settings.lease,
             shown,
             heartbeat: None,
@@ -107,10 +126,26 @@ impl PostgresStore {
             )));
         }
         if heartbeat {
-            store.with(|c| write::beat(c, &store.node, store.lease, true))?;
+            store.held.store(true, Ordering::Relaxed);
+            store.with(|c| instance::beat(c, &store.instance, &store.node, store.lease))?;
             store.heartbeat = Some(Heartbeat::start(&store)?);
+            store.warn_of_namesakes();
         }
         Ok(store)
+    }
+
+    /// Says in the log when another running process carries this node's name (D41): its
+    /// leases stay its own, but status and logs cannot tell the two apart by name.
+    fn warn_of_namesakes(&self) {
+        if let Ok(n @ 1..) = self.with(|c| instance::namesakes(c, &self.instance, &self.node)) {
+            tracing::warn!(
+                node = %self.node,
+                others = n,
+                "another running ap-intake uses this node name ([storage.postgres] node, \
+                 default: the host name); leases are kept per process, but give each node \
+                 a name of its own so status and logs tell them apart (D41)"
+            );
+        }
     }
 
     fn cursor(&self, interface: &str) -> Option<(i64, i64)> {
@@ -136,12 +171,13 @@ impl PostgresStore {
         &self.node
     }
 
+    /// This process's instance id, which its leases are kept by (D41).
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
     fn connect(&self) -> Result<Client, postgres::Error> {
-        let mut client = match &self.tls {
-            Some(tls) => self.config.connect(tls.clone())?,
-            None => self.config.connect(NoTls)?,
-        };
-        client.batch_execute("SET search_path TO ap_intake, public")?;
+        let mut client = connect(&self.config, self.tls.as_ref())?;
         // A 202 means the commit is flushed (D17): never let a server default weaken that.
         let commit: String = client.query_one("SHOW synchronous_commit", &[])?.get(0);
         if commit == "off" || commit == "local" {
@@ -195,13 +231,45 @@ impl PostgresStore {
 }
 
 impl Drop for PostgresStore {
-    /// A client owns a small runtime of its own, which may not be dropped on an async
-    /// worker (the last holder of the store may be one): the pooled clients close on a
-    /// thread of their own.
+    /// A clean stop releases this instance's leases (D41): the last holder of the store
+    /// drops it only once no delivery is in flight (a lane stuck on the platform keeps it,
+    /// and its leases then lapse instead). A client owns a small runtime of its own, which
+    /// may not be used or dropped on an async worker (the last holder of the store may be
+    /// one): the release runs and the pooled clients close on a thread of their own.
     fn drop(&mut self) {
-        let pool = self.pool.get_mut().map(std::mem::take).unwrap_or_default();
-        let _ = std::thread::spawn(move || drop(pool)).join();
+        drop(self.heartbeat.take()); // no renewal after the release
+        let mut pool = self.pool.get_mut().map(std::mem::take).unwrap_or_default();
+        let release = self.held.load(Ordering::Relaxed).then(|| {
+            let (config, tls) = (self.config.clone(), self.tls.clone());
+            (config, tls, self.instance.clone())
+        });
+        let _ = std::thread::spawn(move || {
+            let Some((config, tls, instance)) = release else {
+                return;
+            };
+            let client = match pool.pop() {
+                Some(c) if !c.is_closed() => Ok(c),
+                _ => connect(&config, tls.as_ref()),
+            };
+            if let Err(e) = client.and_then(|mut c| instance::release(&mut c, &instance)) {
+                tracing::warn!(error = %chain(&e), "cannot release this node's leases in the queue database; they lapse after lease_secs");
+            }
+        })
+        .join();
     }
+}
+
+/// A new session in the queue's schema.
+fn connect(
+    config: &postgres::Config,
+    tls: Option<&tokio_postgres_rustls::MakeRustlsConnect>,
+) -> Result<Client, postgres::Error> {
+    let mut client = match tls {
+        Some(tls) => config.connect(tls.clone())?,
+        None => config.connect(NoTls)?,
+    };
+    client.batch_execute("SET search_path TO ap_intake, public")?;
+    Ok(client)
 }
 
 /// An error with its causes ("error connecting to server: Connection refused").
@@ -247,7 +315,7 @@ fn migrate(client: &mut Client) -> Result<i64, postgres::Error> {
     Ok(current.max(SCHEMA_VERSION))
 }
 
-/// Renews this node's row and its leases while the store is open (D39).
+/// Renews this instance's row and its leases while the store is open (D39, D41).
 struct Heartbeat {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -259,6 +327,7 @@ impl Heartbeat {
         let beat = Beat {
             config: store.config.clone(),
             tls: store.tls.clone(),
+            instance: store.instance.clone(),
             node: store.node.clone(),
             lease: store.lease,
             stop: Arc::clone(&stop),
@@ -286,6 +355,7 @@ impl Drop for Heartbeat {
 struct Beat {
     config: postgres::Config,
     tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    instance: String,
     node: String,
     lease: Duration,
     stop: Arc<AtomicBool>,
@@ -304,22 +374,13 @@ impl Beat {
             }
             next = std::time::Instant::now() + every;
             if client.as_ref().is_none_or(Client::is_closed) {
-                client = self.connect().ok();
+                client = connect(&self.config, self.tls.as_ref()).ok();
             }
             if let Some(c) = client.as_mut() {
-                if let Err(e) = write::beat(c, &self.node, self.lease, false) {
+                if let Err(e) = instance::beat(c, &self.instance, &self.node, self.lease) {
                     tracing::warn!(error = %chain(&e), "cannot renew this node's leases in the queue database");
                 }
             }
         }
-    }
-
-    fn connect(&self) -> Result<Client, postgres::Error> {
-        let mut c = match &self.tls {
-            Some(tls) => self.config.connect(tls.clone())?,
-            None => self.config.connect(NoTls)?,
-        };
-        c.batch_execute("SET search_path TO ap_intake, public")?;
-        Ok(c)
     }
 }

@@ -44,11 +44,13 @@ pub(super) fn get(c: &mut Client, key: &QueueKey) -> Result<Option<Item>, postgr
     Ok(c.query_opt(&sql, &[&key.as_bytes()])?.map(|r| item(&r).1))
 }
 
-/// The next pending items of an interface in delivery order, leased to `node` (D39): items
-/// another node holds are skipped, and so are items locked by a node taking them right now.
+/// The next pending items of an interface in delivery order, leased to `instance` (D39,
+/// D41): items another instance holds are skipped, whatever its node name, and so are items
+/// locked by one taking them right now. Items this instance holds already (a batch it failed
+/// to deliver) are taken again.
 ///
 /// Only the part of the line in `places` (after `.0`, up to and including `.1`) is read:
-/// where this node's previous batch of the interface ended splits the line, as the rows
+/// where this instance's previous batch of the interface ended splits the line, as the rows
 /// before it are mostly the ones it delivered, dead until vacuumed, and an index scan from
 /// the start of the line would wade through all of them on every batch (see
 /// `PostgresStore::pending`).
@@ -56,7 +58,7 @@ pub(super) fn lease(
     tx: &mut Transaction<'_>,
     interface: &str,
     limit: usize,
-    node: &str,
+    instance: &str,
     lease: Duration,
     places: ((i64, i64), (i64, i64)),
 ) -> Result<Vec<Placed>, postgres::Error> {
@@ -67,9 +69,9 @@ pub(super) fn lease(
            SELECT key FROM item
            WHERE interface = $1 AND state = 0
              AND (queued_at, seq) > ($5, $6) AND (queued_at, seq) <= ($7, $8)
-             AND (lease_until IS NULL OR lease_until < now() OR lease_node = $3)
+             AND (lease_until IS NULL OR lease_until < now() OR lease_instance = $3)
            ORDER BY queued_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED)
-         UPDATE item i SET lease_node = $3, lease_until = now() + make_interval(secs => $4)
+         UPDATE item i SET lease_instance = $3, lease_until = now() + make_interval(secs => $4)
          FROM picked WHERE i.key = picked.key
          RETURNING {}",
         COLUMNS
@@ -83,7 +85,7 @@ pub(super) fn lease(
         &[
             &interface,
             &limit,
-            &node,
+            &instance,
             &lease.as_secs_f64(),
             &at,
             &seq,
@@ -211,26 +213,6 @@ fn lines(c: &mut Client, rid: i64) -> Result<Vec<ReceiptRecord>, postgres::Error
                 updated_at_ms,
                 reason,
             }
-        })
-        .collect())
-}
-
-/// Every node that ever used the queue, with the leases it holds now (D39).
-pub(super) fn nodes(c: &mut Client) -> Result<Vec<crate::queue::Node>, postgres::Error> {
-    let rows = c.query(
-        "SELECT n.name, (extract(epoch FROM n.started_at) * 1000)::bigint,
-                (extract(epoch FROM n.last_seen) * 1000)::bigint,
-                (SELECT count(*) FROM item i WHERE i.lease_node = n.name AND i.lease_until > now())
-         FROM node n ORDER BY n.name",
-        &[],
-    )?;
-    Ok(rows
-        .iter()
-        .map(|r| crate::queue::Node {
-            name: r.get(0),
-            started_at_ms: unsigned(r.get(1)),
-            last_seen_ms: unsigned(r.get(2)),
-            leases: unsigned(r.get(3)),
         })
         .collect())
 }

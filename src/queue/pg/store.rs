@@ -1,6 +1,6 @@
 //! The [`Store`] trait on [`PostgresStore`].
 
-use super::{PostgresStore, read, write};
+use super::{PostgresStore, instance, read, write};
 use crate::queue::receipt::Receipt;
 use crate::queue::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
 use postgres::{Client, Transaction};
@@ -34,20 +34,21 @@ impl Store for PostgresStore {
         self.with(|c| read::get(c, key))
     }
 
-    /// The next batch, leased to this node (D39): after where the last delivered one ended,
-    /// then, when that runs short, from the start of the line up to there (a resend keeps
-    /// its place, D16; a failed batch forgets the cursors, so it is retried first).
+    /// The next batch, leased to this process (D39, D41): after where the last delivered one
+    /// ended, then, when that runs short, from the start of the line up to there (a resend
+    /// keeps its place, D16; a failed batch forgets the cursors, so it is retried first).
     fn pending(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError> {
         const START: (i64, i64) = (i64::MIN, i64::MIN);
         const END: (i64, i64) = (i64::MAX, i64::MAX);
         let after = self.cursor(interface);
-        let (node, lease) = (&self.node, self.lease);
+        let (instance, lease) = (&self.instance, self.lease);
+        self.held.store(true, std::sync::atomic::Ordering::Relaxed);
         let items = self.tx(|tx| {
             let mut items = read::lease(
                 tx,
                 interface,
                 limit,
-                node,
+                instance,
                 lease,
                 (after.unwrap_or(START), END),
             )?;
@@ -57,7 +58,7 @@ impl Store for PostgresStore {
                     tx,
                     interface,
                     left,
-                    node,
+                    instance,
                     lease,
                     (START, after),
                 )?);
@@ -72,7 +73,7 @@ impl Store for PostgresStore {
     }
 
     fn delivered(&self, sent: &[Sent]) -> Result<usize, StoreError> {
-        let gone = self.tx(|tx| write::delivered(tx, sent, &self.node))?;
+        let gone = self.tx(|tx| write::delivered(tx, sent, &self.instance))?;
         for (interface, (_, place)) in &gone {
             self.advance_cursor(interface, *place);
         }
@@ -85,7 +86,7 @@ impl Store for PostgresStore {
     /// The batch is retried from the start of the line.
     fn failed(&self, sent: &[Sent], error: &str) -> Result<(), StoreError> {
         self.forget_cursors();
-        self.tx(|tx| write::failed(tx, sent, error, &self.node))
+        self.tx(|tx| write::failed(tx, sent, error, &self.instance))
     }
 
     fn reject(&self, sent: &Sent, error: &str) -> Result<bool, StoreError> {
@@ -109,7 +110,7 @@ impl Store for PostgresStore {
     }
 
     fn probe(&self) -> Result<(), StoreError> {
-        match self.with(|c| write::probe(c, &self.node))? {
+        match self.with(|c| write::probe(c, &self.instance))? {
             true => Ok(()),
             false => Err(StoreError::Unavailable(
                 "probe write did not read back".into(),
@@ -119,9 +120,10 @@ impl Store for PostgresStore {
 
     fn describe(&self) -> String {
         format!(
-            "PostgreSQL {} (node {}, leases of {} s, synchronous commit)",
+            "PostgreSQL {} (node {}, instance {}, leases of {} s, synchronous commit)",
             self.shown,
             self.node,
+            self.instance,
             self.lease.as_secs()
         )
     }
@@ -139,7 +141,7 @@ impl Store for PostgresStore {
     }
 
     fn nodes(&self) -> Result<Vec<crate::queue::Node>, StoreError> {
-        self.with(read::nodes)
+        self.with(instance::nodes)
     }
 
     fn prune_receipts(&self, before_ms: u64) -> Result<usize, StoreError> {

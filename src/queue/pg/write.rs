@@ -4,13 +4,12 @@ use crate::queue::receipt::RequestInfo;
 use crate::queue::{Backoff, NewRecord, Sent, State};
 use postgres::{Client, GenericClient, Transaction};
 use std::collections::HashMap;
-use std::time::Duration;
 
 fn ms(t: u64) -> i64 {
     i64::try_from(t).unwrap_or(i64::MAX)
 }
 
-fn now() -> i64 {
+pub(super) fn now() -> i64 {
     ms(crate::queue::now_ms())
 }
 
@@ -192,12 +191,13 @@ fn sent_arrays(sent: &[Sent]) -> (Vec<&[u8]>, Vec<i64>) {
 pub(super) type Gone = (i64, (i64, i64));
 
 /// Removes delivered items still at the version sent and counts them; every version sent is
-/// noted as delivered for its receipt (D38); this node's leases on the keys end. Returns,
+/// noted as delivered for its receipt (D38); this instance's leases on the keys end (D41).
+/// Returns,
 /// per interface, how many went and the place in the line of the last of them.
 pub(super) fn delivered(
     tx: &mut Transaction<'_>,
     sent: &[Sent],
-    node: &str,
+    instance: &str,
 ) -> Result<HashMap<String, Gone>, postgres::Error> {
     let (keys, vers) = sent_arrays(sent);
     let gone = tx.query(
@@ -227,28 +227,29 @@ pub(super) fn delivered(
         &[&keys, &vers, &now()],
     )?;
     tx.execute(
-        "UPDATE item SET lease_node = NULL, lease_until = NULL
-         WHERE key = ANY($1) AND lease_node = $2",
-        &[&keys, &node],
+        "UPDATE item SET lease_instance = NULL, lease_until = NULL
+         WHERE key = ANY($1) AND lease_instance = $2",
+        &[&keys, &instance],
     )?;
     Ok(counts)
 }
 
-/// Counts a failed attempt on the items still at the version sent, unless another node has
-/// taken them since (fenced: a node whose lease lapsed does not write over its successor).
+/// Counts a failed attempt on the items still at the version sent, unless another instance
+/// has taken them since (fenced: a node whose lease lapsed does not write over its successor,
+/// even one with its name, D41).
 pub(super) fn failed(
     tx: &mut Transaction<'_>,
     sent: &[Sent],
     error: &str,
-    node: &str,
+    instance: &str,
 ) -> Result<(), postgres::Error> {
     let (keys, vers) = sent_arrays(sent);
     tx.execute(
         "UPDATE item i SET attempts = attempts + 1, last_error = $3
          FROM unnest($1::bytea[], $2::bigint[]) AS s(key, version)
          WHERE i.key = s.key AND i.version = s.version AND i.state = 0
-           AND (i.lease_node IS NULL OR i.lease_node = $4)",
-        &[&keys, &vers, &error, &node],
+           AND (i.lease_instance IS NULL OR i.lease_instance = $4)",
+        &[&keys, &vers, &error, &instance],
     )?;
     Ok(())
 }
@@ -262,7 +263,7 @@ pub(super) fn reject(
     let version = i64::try_from(sent.version).unwrap_or(-1);
     let n = tx.execute(
         "UPDATE item SET state = 1, attempts = attempts + 1, last_error = $3, state_at = $4,
-           lease_node = NULL, lease_until = NULL
+           lease_instance = NULL, lease_until = NULL
          WHERE key = $1 AND version = $2 AND state = 0",
         &[&sent.key.as_bytes(), &version, &error, &now()],
     )?;
@@ -327,38 +328,16 @@ pub(super) fn set_backoff(
     Ok(())
 }
 
-/// This node is alive: its row's `last_seen` and its leases move on (D39). `start` also
-/// marks when it started.
-pub(super) fn beat(
-    client: &mut Client,
-    node: &str,
-    lease: Duration,
-    start: bool,
-) -> Result<(), postgres::Error> {
-    let secs = lease.as_secs_f64();
-    client.execute(
-        "INSERT INTO node VALUES ($1, now(), now())
-         ON CONFLICT (name) DO UPDATE SET last_seen = now(),
-           started_at = CASE WHEN $2 THEN now() ELSE node.started_at END",
-        &[&node, &start],
-    )?;
-    client.execute(
-        "UPDATE item SET lease_until = now() + make_interval(secs => $2)
-         WHERE lease_node = $1 AND lease_until > now()",
-        &[&node, &secs],
-    )?;
-    Ok(())
-}
-
-/// Writes and reads back this node's probe row (readiness).
-pub(super) fn probe(client: &mut Client, node: &str) -> Result<bool, postgres::Error> {
+/// Writes and reads back this instance's probe row (readiness): keyed by the instance, as
+/// a namesake probing at the same moment would write over a row keyed by the name (D41).
+pub(super) fn probe(client: &mut Client, instance: &str) -> Result<bool, postgres::Error> {
     let at = now();
     client.execute(
         "INSERT INTO probe VALUES ($1, $2) ON CONFLICT (node) DO UPDATE SET at = excluded.at",
-        &[&node, &at],
+        &[&instance, &at],
     )?;
     let back: i64 = client
-        .query_one("SELECT at FROM probe WHERE node = $1", &[&node])?
+        .query_one("SELECT at FROM probe WHERE node = $1", &[&instance])?
         .get(0);
     Ok(back == at)
 }

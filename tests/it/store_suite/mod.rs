@@ -8,6 +8,7 @@ use std::path::Path;
 
 mod batches;
 mod delivery;
+mod leases;
 mod parking;
 mod receipts;
 mod reopen;
