@@ -165,19 +165,6 @@ impl Prng {
     }
 }
 
-/// The seed of the run: `AP_INTAKE_CRASH_SEED` when set (to replay a failure), else the clock.
-fn crash_seed() -> u64 {
-    std::env::var("AP_INTAKE_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        })
-}
-
 /// The GL code of record `n` of client `c`.
 fn numbered_code(client: usize, n: u64) -> String {
     format!("c{client}-{n}")
@@ -347,7 +334,7 @@ fn kill_loop_loses_no_acknowledged_record_and_keeps_each_client_a_prefix() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(48);
-    let seed = crash_seed();
+    let seed = seed_from("AP_INTAKE_CRASH_SEED");
     println!("kill loop: seed {seed} (replay with AP_INTAKE_CRASH_SEED={seed}), {cycles} cycles");
     let mut rng = Prng(seed);
     let started = Instant::now();

@@ -434,6 +434,19 @@ pub fn wait_for(within: Duration, mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
+/// The seed of a randomised test: the variable `name` when set (to replay a failure), else
+/// the clock.
+pub fn seed_from(name: &str) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        })
+}
+
 /// [`wait_for`] that fails naming `what` when `done` does not come.
 pub fn eventually(what: &str, within: Duration, done: impl FnMut() -> bool) {
     assert!(wait_for(within, done), "not within {within:?}: {what}");

@@ -166,22 +166,10 @@ fn random_trial(shim: &'static Shim, seed: u64, length: Duration) -> Report {
     }
 }
 
-/// The seed of a run: `AP_INTAKE_FLUSH_SEED` to replay one, else the clock.
-fn seed() -> u64 {
-    std::env::var("AP_INTAKE_FLUSH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        })
-}
-
 /// Runs `trials` random trials; panics naming those that lost acknowledged records.
 fn random_trials(trials: u64, length: Duration) {
     let Some(shim) = shim() else { return };
-    let seed = seed();
+    let seed = crate::common::seed_from("AP_INTAKE_FLUSH_SEED");
     let (mut acked, mut halts, mut lost) = (0, 0, Vec::new());
     for t in 0..trials {
         let r = random_trial(shim, seed + t, length);
