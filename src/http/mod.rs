@@ -14,6 +14,7 @@ pub mod body;
 pub mod conn;
 pub mod console;
 mod early;
+pub mod ids;
 pub mod idle;
 pub mod ops;
 pub mod peers;
@@ -25,11 +26,11 @@ pub mod tls;
 use crate::intake::Intake;
 use auth::Auth;
 use conn::ConnSettings;
+pub use ids::RequestIds;
 use hyper_util::service::TowerToHyperService;
 use peers::Peers;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -67,67 +68,6 @@ pub struct App {
     pub store: Arc<dyn crate::queue::Store>,
     /// Whether requests keep receipts (`[receipts] retention_days` above zero).
     pub receipts: bool,
-}
-
-/// Request identifiers (D4): the client's `x-request-id` when it is a sane token, else a new
-/// one: a random per-process prefix and a counter, unique across restarts.
-pub struct RequestIds {
-    prefix: String,
-    /// The prefix's random bits, the high half of every nonce.
-    seed: u64,
-    next: AtomicU64,
-}
-
-impl Default for RequestIds {
-    fn default() -> Self {
-        let mut seed = [0u8; 4];
-        let _ = getrandom::fill(&mut seed);
-        Self {
-            prefix: hex::encode(seed),
-            seed: u64::from(u32::from_le_bytes(seed)) << 32,
-            next: AtomicU64::new(1),
-        }
-    }
-}
-
-impl RequestIds {
-    /// A new identifier (for answers written before a request's headers are known).
-    pub fn fresh(&self) -> String {
-        format!(
-            "{}{:08x}",
-            self.prefix,
-            self.next.fetch_add(1, Ordering::Relaxed)
-        )
-    }
-
-    /// A number no other request of this process gets (receipts tell requests that share
-    /// an `x-request-id` apart with it).
-    pub fn nonce(&self) -> u64 {
-        self.seed ^ self.next.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Whether `v` can be a request id: 1 to 64 letters, digits and `-_.:`.
-    pub fn is_id(v: &str) -> bool {
-        (1..=64).contains(&v.len())
-            && v.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
-    }
-
-    /// The identifier of a request with these headers.
-    pub fn for_request(&self, headers: &http::HeaderMap) -> String {
-        let given = headers
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| Self::is_id(v));
-        match given {
-            Some(v) => v.to_string(),
-            None => format!(
-                "{}{:08x}",
-                self.prefix,
-                self.next.fetch_add(1, Ordering::Relaxed)
-            ),
-        }
-    }
 }
 
 /// How long connections in flight may take to finish once shutdown starts.
