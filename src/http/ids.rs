@@ -101,7 +101,10 @@ mod tests {
     fn made_ids_are_128_random_bits_without_a_common_part_d43() {
         let ids = RequestIds::default();
         let made: Vec<String> = (0..1000).map(|_| ids.fresh()).collect();
-        assert!(made.iter().all(|id| id.len() == 32 && RequestIds::is_id(id)));
+        assert!(
+            made.iter()
+                .all(|id| id.len() == 32 && RequestIds::is_id(id))
+        );
         assert_eq!(made.iter().collect::<HashSet<_>>().len(), made.len());
         // No position is fixed across ids, as a prefix or a counter's high digits would be.
         for i in 0..32 {

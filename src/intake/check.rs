@@ -10,6 +10,7 @@ use crate::shape::Shape;
 use crate::tree::{Ref, Tree};
 use crate::validate::Validator;
 use crate::validate::messages::{Step, Violation, sort_in_document_order};
+use crate::validate::written::AsWritten;
 use crate::validate::{envelope, fast};
 use crate::xml;
 use std::sync::Arc;
@@ -143,12 +144,14 @@ impl Checker {
         let lead: Vec<(&str, &str)> = accounting_type
             .map(|t| vec![("accountingType", t)])
             .unwrap_or_default();
+        let written = AsWritten::new(body);
         let mut duplicates = duplicates.into_iter().peekable();
         let mut errors = Errors::default();
         let mut failed = 0;
         let mut accepted = Vec::with_capacity(total);
         for (index, record) in records.iter().enumerate() {
             let mut violations = self.validator.check(iface, record);
+            written.reword(index, record, &mut violations);
             let mut unshown = 0;
             let mut any_duplicate = false;
             while let Some(d) = duplicates.next_if(|d| d.record == index) {
