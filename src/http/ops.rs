@@ -96,7 +96,8 @@ pub fn routes(ops: Arc<Ops>) -> impl Filter<Extract = (Response,), Error = Infal
         .and(warp::path::full())
         .and(warp::any().map(move || Arc::clone(&ops)))
         .then(|method: Method, path: FullPath, ops: Arc<Ops>| async move {
-            let known = ["/healthz", "/readyz", "/metrics"].contains(&path.as_str());
+            // `*` is a target without a path (`CONNECT host:port`, `OPTIONS *`, `conn.rs`).
+            let known = ["/healthz", "/readyz", "/metrics", "*"].contains(&path.as_str());
             if known && method != Method::GET && method != Method::HEAD {
                 let message = format!("method {method} is not allowed; use {ALLOW}");
                 let mut r = json_reply(

@@ -4,7 +4,7 @@
 //! are closed after the header timeout, streams per connection and connections per address
 //! are capped, and the connection cap counts connections in their TLS handshake and preface.
 
-mod wire;
+pub mod wire;
 
 use crate::common::*;
 use ap_intake::config::Config;
@@ -308,4 +308,5 @@ fn the_connection_cap_counts_connections_in_their_http2_preface_d26() {
     drop(holders);
 }
 
+mod framing;
 mod limits;
