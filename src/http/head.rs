@@ -200,6 +200,14 @@ fn framing<'a>(
     version: u8,
 ) -> Result<Framing, Why> {
     let bad = |reason: &'static str, message: String| (StatusCode::BAD_REQUEST, reason, message);
+    let mut lengths = lengths.peekable();
+    if lengths.peek().is_some() && codings.clone().next().is_some() {
+        // Whatever the values: hyper would read the body by one and drop the other.
+        return Err(bad(
+            "Content-Length with Transfer-Encoding",
+            "the request has both Content-Length and Transfer-Encoding; send one".into(),
+        ));
+    }
     let mut length = None;
     for value in lengths {
         let Some(n) = digits(value) else {
@@ -219,12 +227,6 @@ fn framing<'a>(
     }
     if codings.clone().next().is_none() {
         return Ok(length.map_or(Framing::Empty, Framing::Length));
-    }
-    if length.is_some() {
-        return Err(bad(
-            "Content-Length with Transfer-Encoding",
-            "the request has both Content-Length and Transfer-Encoding; send one".into(),
-        ));
     }
     if version == 0 {
         return Err(bad(
