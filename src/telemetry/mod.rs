@@ -256,7 +256,7 @@ fn log_summary(log: &RequestLog, deliveries: &Deliveries, period: &str) {
     // Each delivery is a debug line; at info this one line counts them (D44).
     let (documents, records) = deliveries();
     if documents > 0 {
-        tracing::info!(documents, records, "delivered to the platform {period}");
+        tracing::info!(documents, records, "platform deliveries {period}");
     }
 }
 
@@ -421,8 +421,7 @@ mod tests {
                 text()
             );
             assert!(
-                text()
-                    .contains("delivered to the platform in the last 100 ms documents=1 records=7"),
+                text().contains("platform deliveries in the last 100 ms documents=1 records=7"),
                 "{}",
                 text()
             );
