@@ -103,10 +103,13 @@ pub async fn serve<S: Routes>(stream: TcpStream, serving: Serving<'_, S>) {
         return serve_io(stream, serving).await;
     };
     let timeout = serving.settings.handshake_timeout;
-    match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => serve_io(tls, serving).await,
-        Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake refused"),
-        Err(_) => tracing::info!(%peer, "TLS handshake timed out"),
+    let failed = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => return serve_io(tls, serving).await,
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "timed out".to_string(),
+    };
+    if serving.edge.request_log.handshake_failed(peer.ip()) {
+        tracing::info!(%peer, error = failed, "TLS handshake failed");
     }
 }
 

@@ -18,6 +18,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 /// How much is read from the stream at a time while a head is awaited.
 const READ_CHUNK: usize = 16 * 1024;
 
+/// How much of a body is read from the stream at a time at most.
+const BODY_READ: usize = 64 * 1024;
+
 /// A stream and the bytes read from it but not yet handed on.
 pub struct Wire<IO> {
     io: IO,
@@ -209,13 +212,15 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Message<IO> {
             this.wire.consume(n);
             return Poll::Ready(Ok(()));
         }
-        // Straight from the stream into hyper's buffer; what follows the request is kept.
+        // Straight from the stream into hyper's buffer; what follows the request is kept. The
+        // part of hyper's buffer read into is zeroed first (safe code cannot read into
+        // uninitialised memory), so a read takes at most [`BODY_READ`].
         let room = match &this.body {
-            Body::Length(left) => usize::try_from(*left)
-                .unwrap_or(usize::MAX)
-                .min(buf.remaining()),
-            Body::Chunked(_) => buf.remaining(),
-        };
+            Body::Length(left) => usize::try_from(*left).unwrap_or(usize::MAX),
+            Body::Chunked(_) => usize::MAX,
+        }
+        .min(buf.remaining())
+        .min(BODY_READ);
         let read = {
             let dst = buf.initialize_unfilled_to(room);
             let mut into = ReadBuf::new(dst);

@@ -222,6 +222,12 @@ impl RequestLog {
             && (!(400..500).contains(&status) || self.refusals.admit(peer, status))
     }
 
+    /// A TLS handshake from `peer` failed; true when it gets a line of its own (D44: as a
+    /// refusal, ten a minute per address, whatever `[log] requests` says).
+    pub fn handshake_failed(&self, peer: IpAddr) -> bool {
+        self.refusals.admit(Some(peer), refusals::HANDSHAKE)
+    }
+
     /// The counts since the last call, by status (ascending, zeros left out), reset to zero.
     pub fn take(&self) -> Vec<(u16, u64)> {
         (FIRST_STATUS..)

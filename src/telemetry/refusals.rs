@@ -1,4 +1,5 @@
-//! Refusal lines in bounded volume (D44): per client address and status, the first
+//! Refusal lines in bounded volume (D44): per client address and status (or failed TLS
+//! handshake), the first
 //! [`LINES_PER_MINUTE`] refusals of a minute get a line of their own; the rest of that minute
 //! becomes one line with their count, written when the minute ends (with the summary line).
 //!
@@ -17,6 +18,9 @@ pub const LINES_PER_MINUTE: u32 = 10;
 
 /// Pairs of address and status followed one by one within a minute.
 pub const MAX_SOURCES: usize = 256;
+
+/// The "status" of a failed TLS handshake: a connection refused before any request.
+pub const HANDSHAKE: u16 = 0;
 
 /// The minute's refusals so far.
 #[derive(Default)]
@@ -62,12 +66,20 @@ impl Refusals {
         held.sort_by_key(|&(key, _)| key);
         for ((peer, status), tally) in held {
             let peer = peer.map_or_else(|| "other addresses".to_string(), |p| p.to_string());
-            tracing::info!(
-                peer,
-                status,
-                not_logged = tally.held,
-                "more requests refused {period} than logged one by one"
-            );
+            if status == HANDSHAKE {
+                tracing::info!(
+                    peer,
+                    not_logged = tally.held,
+                    "more TLS handshakes failed {period} than logged one by one"
+                );
+            } else {
+                tracing::info!(
+                    peer,
+                    status,
+                    not_logged = tally.held,
+                    "more requests refused {period} than logged one by one"
+                );
+            }
         }
     }
 }
@@ -86,6 +98,7 @@ mod tests {
         let logged = (0..1000).filter(|_| r.admit(ip(1), 401)).count();
         assert_eq!(logged, 10);
         assert!(r.admit(ip(1), 404), "another status has its own lines");
+        assert!(r.admit(ip(1), HANDSHAKE), "failed TLS handshakes have their own lines");
         assert!(r.admit(ip(2), 401), "another address has its own lines");
         let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
         assert!(
