@@ -1,17 +1,14 @@
 //! One connection: the TLS handshake (bounded), then HTTP/2 (when the client starts with its
 //! preface) or HTTP/1, served one request at a time.
 //!
-//! On HTTP/1 every request's head is read here, within the header timeout (else 408, D26),
-//! and judged by the early look (`head.rs`, D42: 400, 414, 431, or 501 for a transfer coding
-//! other than chunked, D25), each answered with the JSON failure body (D5) and the connection
-//! closed. A head that passes is served by hyper, given exactly that request's bytes
-//! (`wire.rs`); the connection is kept for the next one when hyper and the routes keep it.
-//! HTTP/2 has no header timer in hyper, so that connection is watched with [`super::idle`].
+//! HTTP/1 is served request by request in `h1.rs`, each head judged by the early look first
+//! (D42). HTTP/2 has no header timer in hyper, so that connection is watched with
+//! [`super::idle`] (D26).
 
 use super::early;
-use super::head::{self, Look};
+use super::head;
 use super::idle::{Activity, Tracked};
-use super::wire::{Message, Wire};
+use super::wire::Wire;
 use super::{ConnInfo, Edge};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::future::Future;
@@ -21,7 +18,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -123,7 +120,7 @@ where
     let timeout = serving.settings.header_timeout;
     match tokio::time::timeout(timeout, preface(&mut wire)).await {
         Ok(Ok(true)) => serve_h2(wire, serving, started).await,
-        Ok(Ok(false)) => serve_h1(wire, serving, started).await,
+        Ok(Ok(false)) => super::h1::serve(wire, serving, started).await,
         Ok(Err(e)) => {
             tracing::debug!(peer = %serving.peer, error = %e, "connection failed before a request arrived");
         }
@@ -145,132 +142,6 @@ async fn preface<IO: AsyncRead + Unpin>(wire: &mut Wire<IO>) -> io::Result<bool>
             return Ok(false);
         }
     }
-}
-
-/// What became of the wait for a request's head.
-enum Next {
-    Head {
-        len: usize,
-        framing: head::Framing,
-        keep_alive: bool,
-    },
-    Refused(head::Refusal),
-    /// The stream ended (or failed) before a complete head.
-    Ended,
-}
-
-/// Reads until the pending bytes hold a complete head, or one to refuse. The early look runs
-/// when a line has ended (or the request line outgrew its limit), not on every read.
-async fn next_head<IO: AsyncRead + Unpin>(wire: &mut Wire<IO>) -> Next {
-    let mut fresh = 0;
-    loop {
-        let pending = wire.pending();
-        let line_ended = memchr::memchr(b'\n', &pending[fresh.min(pending.len())..]).is_some();
-        if line_ended || pending.len() >= head::MAX_REQUEST_LINE {
-            match head::look(pending) {
-                Look::Partial => {}
-                Look::Refused(r) => return Next::Refused(r),
-                Look::Head(h) => {
-                    return Next::Head {
-                        len: h.len,
-                        framing: h.framing,
-                        keep_alive: h.keep_alive,
-                    };
-                }
-            }
-        }
-        match wire.fill().await {
-            Ok(Some(at)) => fresh = at,
-            Ok(None) => return Next::Ended,
-            Err(e) => {
-                tracing::debug!(error = %e, "connection failed while a request head arrived");
-                return Next::Ended;
-            }
-        }
-    }
-}
-
-/// HTTP/1: request after request, each head judged here first.
-async fn serve_h1<IO, S>(mut wire: Wire<IO>, mut serving: Serving<'_, S>, mut started: Instant)
-where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: Routes,
-{
-    let (peer, edge, timeout) = (serving.peer, serving.edge, serving.settings.header_timeout);
-    let mut first = true;
-    loop {
-        let waited = tokio::select! {
-            waited = tokio::time::timeout_at(started + timeout, next_head(&mut wire)) => waited,
-            _ = serving.stop.wait_for(|stop| *stop) => break,
-        };
-        let (len, framing, keep_alive) = match waited {
-            // As hyper does: the first request, or a later one begun, gets 408; an idle kept
-            // connection just closes.
-            Err(_) if first || !wire.pending().trim_ascii_start().is_empty() => {
-                return early::header_timeout(wire.io_mut(), peer, timeout, edge).await;
-            }
-            Err(_) | Ok(Next::Ended) => break,
-            Ok(Next::Refused(r)) => {
-                return early::refuse(wire.io_mut(), &r, peer, edge, started).await;
-            }
-            Ok(Next::Head {
-                len,
-                framing,
-                keep_alive,
-            }) => (len, framing, keep_alive),
-        };
-        let activity = Activity::new(started);
-        let message = Message::new(wire, len, framing);
-        let (message, served) = serve_one(message, &mut serving, &activity).await;
-        let complete = message.complete();
-        wire = message.into_wire();
-        if activity.lingers() {
-            early::linger(wire.io_mut()).await;
-        }
-        let stopping = *serving.stop.borrow();
-        if !(served && complete && keep_alive) || stopping {
-            break;
-        }
-        first = false;
-        started = Instant::now();
-    }
-    let _ = wire.io_mut().shutdown().await;
-}
-
-/// hyper serving one request; the message back, and whether hyper ended well.
-async fn serve_one<IO, S>(
-    message: Message<IO>,
-    serving: &mut Serving<'_, S>,
-    activity: &Arc<Activity>,
-) -> (Message<IO>, bool)
-where
-    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: Routes,
-{
-    let service = tracked(serving.service.clone(), serving.peer, Arc::clone(activity));
-    let mut conn = hyper::server::conn::http1::Builder::new()
-        // The request's end of stream (`wire.rs`) is no reason to drop its answer (D26).
-        .half_close(true)
-        .header_read_timeout(None)
-        .serve_connection(TokioIo::new(message), service);
-    let mut closing = false;
-    let result = loop {
-        let polled = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx));
-        tokio::select! {
-            result = polled => break result,
-            _ = serving.stop.wait_for(|stop| *stop), if !closing => {
-                Pin::new(&mut conn).graceful_shutdown();
-                closing = true;
-            }
-        }
-    };
-    if let Err(e) = &result {
-        tracing::debug!(peer = %serving.peer, error = %e, "request ended with an error");
-    }
-    let parts = conn.into_parts();
-    // hyper never holds bytes past the request it was given; if it did, the connection ends.
-    let served = result.is_ok() && parts.read_buf.is_empty();
-    (parts.io.into_inner(), served)
 }
 
 /// HTTP/2: hyper's server, closed when no request has been in flight for the header timeout.
@@ -302,9 +173,9 @@ where
 const CLOSE: http::HeaderValue = http::HeaderValue::from_static("close");
 
 /// warp's response body, which warp does not name publicly.
-type WarpBody = <warp::reply::Response as BodyOf>::Body;
+pub(super) type WarpBody = <warp::reply::Response as BodyOf>::Body;
 
-trait BodyOf {
+pub(super) trait BodyOf {
     type Body;
 }
 
@@ -313,7 +184,7 @@ impl<B> BodyOf for http::Response<B> {
 }
 
 /// The future of one call of [`tracked`]: boxed, so hyper can hand the stream back after it.
-type Call = Pin<
+pub(super) type Call = Pin<
     Box<
         dyn Future<Output = Result<http::Response<Tracked<WarpBody>>, std::convert::Infallible>>
             + Send,
@@ -324,7 +195,7 @@ type Call = Pin<
 /// counted in flight until its response body is dropped. A request whose target is not a path
 /// (`CONNECT host:port`, `OPTIONS *`, `GET http://host`) reaches them with the target `*`,
 /// or `/` for an absolute URI without a path, so no route needs to know those forms.
-fn tracked<S: Routes>(
+pub(super) fn tracked<S: Routes>(
     service: S,
     peer: SocketAddr,
     activity: Arc<Activity>,

@@ -16,6 +16,7 @@ mod chunked;
 pub mod conn;
 pub mod console;
 mod early;
+mod h1;
 pub mod head;
 pub mod idle;
 pub mod ids;

@@ -98,7 +98,10 @@ mod tests {
         let logged = (0..1000).filter(|_| r.admit(ip(1), 401)).count();
         assert_eq!(logged, 10);
         assert!(r.admit(ip(1), 404), "another status has its own lines");
-        assert!(r.admit(ip(1), HANDSHAKE), "failed TLS handshakes have their own lines");
+        assert!(
+            r.admit(ip(1), HANDSHAKE),
+            "failed TLS handshakes have their own lines"
+        );
         assert!(r.admit(ip(2), 401), "another address has its own lines");
         let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
         assert!(
