@@ -151,7 +151,6 @@ impl Checker {
         let mut accepted = Vec::with_capacity(total);
         for (index, record) in records.iter().enumerate() {
             let mut violations = self.validator.check(iface, record);
-            written.reword(index, record, &mut violations);
             let mut unshown = 0;
             let mut any_duplicate = false;
             while let Some(d) = duplicates.next_if(|d| d.record == index) {
@@ -164,6 +163,8 @@ impl Checker {
             if any_duplicate {
                 sort_in_document_order(record, &mut violations);
             }
+            let shown = MAX_ERROR_ENTRIES.saturating_sub(errors.shown.len());
+            written.reword(index, record, &mut violations, shown);
             if violations.is_empty() && unshown == 0 {
                 let key = queue_key(iface, shape, accounting_type, record)?;
                 let xml = xml::record(shape, iface.xml_record, &lead, record);

@@ -11,6 +11,7 @@ use super::numbers;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::cell::OnceCell;
+use std::collections::{HashMap, HashSet};
 
 /// A request body, read again for numbers as written.
 pub struct AsWritten<'b> {
@@ -29,10 +30,13 @@ impl<'b> AsWritten<'b> {
         }
     }
 
-    /// Rewrites the number messages among `violations` of record `index` (parsed as `record`)
-    /// to show each number as the client wrote it.
-    pub fn reword(&self, index: usize, record: &Value, violations: &mut [Violation]) {
-        let rewritten: Vec<(usize, &str)> = violations
+    /// Rewrites the number messages among the first `shown` of `violations` of record `index`
+    /// (parsed as `record`) to show each number as the client wrote it. Only messages a
+    /// response can show are rewritten (at most 1,000, D2), so the work is bounded by the
+    /// record's length.
+    pub fn reword(&self, index: usize, record: &Value, violations: &mut [Violation], shown: usize) {
+        let shown = shown.min(violations.len());
+        let rewritten: Vec<(usize, &str)> = violations[..shown]
             .iter()
             .enumerate()
             .filter(|(_, v)| v.message.starts_with("number "))
@@ -50,21 +54,58 @@ impl<'b> AsWritten<'b> {
         let Some(&(start, end)) = records.get(index) else {
             return;
         };
-        let wanted: Vec<&[Step]> = rewritten
-            .iter()
-            .map(|&(i, _)| violations[i].steps.as_slice())
-            .collect();
-        let mut found = vec![None; wanted.len()];
+        let mut wanted = Wanted::default();
+        for &(i, _) in &rewritten {
+            wanted.add(&violations[i].steps);
+        }
         let mut walk = Walk {
             b: &self.text[..end],
             at: start,
         };
-        walk.collect(&mut Vec::new(), &wanted, &mut found);
+        walk.collect(&mut Vec::new(), &mut wanted);
+        let found: Vec<Option<&str>> = rewritten
+            .iter()
+            .map(|&(i, _)| wanted.found(&violations[i].steps))
+            .collect();
         for (&(i, parsed), written) in rewritten.iter().zip(found) {
-            if let Some(written) = written.and_then(|w| std::str::from_utf8(w).ok()) {
+            if let Some(written) = written {
                 numbers::reword(&mut violations[i].message, parsed, written);
             }
         }
+    }
+}
+
+/// The paths whose numbers are wanted, every prefix of them, and the texts found there.
+#[derive(Default)]
+struct Wanted<'t> {
+    paths: HashMap<Vec<Step>, Option<&'t [u8]>>,
+    leads: HashSet<Vec<Step>>,
+}
+
+impl<'t> Wanted<'t> {
+    fn add(&mut self, path: &[Step]) {
+        self.paths.insert(path.to_vec(), None);
+        for n in 0..path.len() {
+            self.leads.insert(path[..n].to_vec());
+        }
+    }
+
+    /// Whether a wanted path goes through `path`, or is it.
+    fn through(&self, path: &[Step]) -> bool {
+        self.leads.contains(path) || self.paths.contains_key(path)
+    }
+
+    /// Notes a number's text at `path` (the first one there, as the parser kept the first of
+    /// duplicate keys).
+    fn note(&mut self, path: &[Step], text: &'t [u8]) {
+        if let Some(slot @ None) = self.paths.get_mut(path) {
+            *slot = Some(text);
+        }
+    }
+
+    fn found(&self, path: &[Step]) -> Option<&'t str> {
+        let text = (*self.paths.get(path)?)?;
+        std::str::from_utf8(text).ok()
     }
 }
 
@@ -191,15 +232,9 @@ impl<'t> Walk<'t> {
         }
     }
 
-    /// Walks the value here at `path`, noting the text of each number at a `wanted` path
-    /// (the first one found there, as the parser kept the first of duplicate keys).
-    fn collect(
-        &mut self,
-        path: &mut Vec<Step>,
-        wanted: &[&[Step]],
-        found: &mut [Option<&'t [u8]>],
-    ) -> Option<()> {
-        let leads = |path: &[Step]| wanted.iter().any(|w| w.starts_with(path));
+    /// Walks the value here at `path`, noting the text of each number at a wanted path and
+    /// skipping every value no wanted path goes through.
+    fn collect(&mut self, path: &mut Vec<Step>, wanted: &mut Wanted<'t>) -> Option<()> {
         match self.peek()? {
             b'{' => {
                 self.at += 1;
@@ -210,7 +245,7 @@ impl<'t> Walk<'t> {
                     let key = self.string()?;
                     self.eat(b':');
                     path.push(Step::Key(decoded(key)?.into_owned()));
-                    self.value(path, wanted, found, leads(path))?;
+                    self.value(path, wanted)?;
                     path.pop();
                     if !self.eat(b',') {
                         return self.eat(b'}').then_some(());
@@ -224,7 +259,7 @@ impl<'t> Walk<'t> {
                 }
                 for i in 0.. {
                     path.push(Step::Index(i));
-                    self.value(path, wanted, found, leads(path))?;
+                    self.value(path, wanted)?;
                     path.pop();
                     if !self.eat(b',') {
                         break;
@@ -235,25 +270,15 @@ impl<'t> Walk<'t> {
             b'"' => self.string().map(|_| ()),
             _ => {
                 let text = self.scalar();
-                for (w, f) in wanted.iter().zip(found.iter_mut()) {
-                    if f.is_none() && *w == path.as_slice() {
-                        *f = Some(text);
-                    }
-                }
+                wanted.note(path, text);
                 Some(())
             }
         }
     }
 
-    fn value(
-        &mut self,
-        path: &mut Vec<Step>,
-        wanted: &[&[Step]],
-        found: &mut [Option<&'t [u8]>],
-        wanted_here: bool,
-    ) -> Option<()> {
-        if wanted_here {
-            self.collect(path, wanted, found)
+    fn value(&mut self, path: &mut Vec<Step>, wanted: &mut Wanted<'t>) -> Option<()> {
+        if wanted.through(path) {
+            self.collect(path, wanted)
         } else {
             self.skip()
         }
@@ -278,15 +303,18 @@ mod tests {
     fn texts(body: &str, index: usize, paths: &[&[Step]]) -> Vec<Option<String>> {
         let w = AsWritten::new(body.as_bytes());
         let (start, end) = record_spans(w.text).unwrap()[index];
-        let mut found = vec![None; paths.len()];
+        let mut wanted = Wanted::default();
+        for p in paths {
+            wanted.add(p);
+        }
         Walk {
             b: &w.text[..end],
             at: start,
         }
-        .collect(&mut Vec::new(), paths, &mut found);
-        found
-            .into_iter()
-            .map(|f| f.map(|t| String::from_utf8(t.to_vec()).unwrap()))
+        .collect(&mut Vec::new(), &mut wanted);
+        paths
+            .iter()
+            .map(|p| wanted.found(p).map(str::to_string))
             .collect()
     }
 
@@ -323,8 +351,17 @@ mod tests {
             ),
             Violation::new(vec![key("q")], "number 1e+5 has more than 2 decimal places"),
         ];
-        AsWritten::new(body.as_bytes()).reword(0, &record, &mut v);
+        AsWritten::new(body.as_bytes()).reword(0, &record, &mut v, 1000);
         assert_eq!(v[0].message, "number 1E400 has more than 18 integer digits");
         assert_eq!(v[1].message, "number 1e+5 has more than 2 decimal places");
+        let mut unshown = vec![Violation::new(
+            vec![key("p")],
+            "number 1e+400 has more than 18 integer digits",
+        )];
+        AsWritten::new(body.as_bytes()).reword(0, &record, &mut unshown, 0);
+        assert!(
+            unshown[0].message.contains("1e+400"),
+            "beyond what is shown"
+        );
     }
 }
