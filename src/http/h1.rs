@@ -28,13 +28,17 @@ enum Next {
 }
 
 /// Reads until the pending bytes hold a complete head, or one to refuse. The early look runs
-/// when a line has ended (or the request line outgrew its limit), not on every read.
+/// when a line has ended or the head has just grown past a limit, not on every read, so a
+/// client sending a byte at a time costs at most a look per line.
 async fn next_head<IO: AsyncRead + Unpin>(wire: &mut Wire<IO>) -> Next {
-    let mut fresh = 0;
+    const LONGEST: usize = head::MAX_REQUEST_LINE + head::MAX_HEADER_BLOCK + 1;
+    let (mut fresh, mut looked) = (0, 0);
     loop {
         let pending = wire.pending();
         let line_ended = memchr::memchr(b'\n', &pending[fresh.min(pending.len())..]).is_some();
-        if line_ended || pending.len() >= head::MAX_REQUEST_LINE {
+        let crossed = |limit| pending.len() >= limit && looked < limit;
+        if line_ended || crossed(head::MAX_REQUEST_LINE) || crossed(LONGEST) {
+            looked = pending.len();
             match head::look(pending) {
                 Look::Partial => {}
                 Look::Refused(r) => return Next::Refused(r),

@@ -78,8 +78,11 @@ pub enum Look<'a> {
 /// Looks at the start of `buf`, where a request head starts.
 pub fn look(buf: &[u8]) -> Look<'_> {
     // Leading empty lines (RFC 9112 section 2.2) count towards the request line's limit.
-    let line_end = memchr::memchr_iter(b'\n', buf)
-        .find(|&i| !buf[..i].iter().all(|b| matches!(b, b'\r' | b'\n')));
+    let blank = buf
+        .iter()
+        .position(|b| !matches!(b, b'\r' | b'\n'))
+        .unwrap_or(buf.len());
+    let line_end = memchr::memchr(b'\n', &buf[blank..]).map(|i| blank + i);
     let line_limit = MAX_REQUEST_LINE.min(buf.len());
     let (limit, over) = match line_end {
         Some(i) if i < MAX_REQUEST_LINE => {
@@ -274,4 +277,69 @@ fn digits(value: &[u8]) -> Option<u64> {
     }
     // hyper keeps the two largest values for its own markers.
     (n <= u64::MAX - 2).then_some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(buf: &[u8]) -> Option<u16> {
+        match look(buf) {
+            Look::Refused(r) => Some(r.status.as_u16()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_head_ends_at_its_blank_line_whatever_its_line_ends() {
+        for head in [
+            &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..],
+            b"GET / HTTP/1.1\nHost: x\n\n",
+            b"\r\n\nGET / HTTP/1.1\r\nHost: x\n\r\n",
+        ] {
+            let mut buf = head.to_vec();
+            buf.extend_from_slice(b"body");
+            match look(&buf) {
+                Look::Head(h) => assert_eq!(h.len, head.len(), "{head:?}"),
+                other => panic!("{head:?}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            look(b"GET / HTTP/1.1\r\nHost: x\r\n"),
+            Look::Partial
+        ));
+    }
+
+    #[test]
+    fn limits_are_judged_on_the_first_bytes_only_d42() {
+        let line = format!(
+            "GET /{} HTTP/1.1\r\nHost: x\r\n\r\n",
+            "a".repeat(MAX_REQUEST_LINE)
+        );
+        assert_eq!(status(line.as_bytes()), Some(414));
+        assert_eq!(status(&line.as_bytes()[..MAX_REQUEST_LINE]), Some(414));
+        assert_eq!(status(&line.as_bytes()[..MAX_REQUEST_LINE - 1]), None);
+        let blank = [
+            &b"\r\n".repeat(MAX_REQUEST_LINE / 2)[..],
+            b"GET / HTTP/1.1\r\n",
+        ]
+        .concat();
+        assert_eq!(
+            status(&blank),
+            Some(414),
+            "empty lines count towards the line"
+        );
+        let field = format!(
+            "GET / HTTP/1.1\r\nx: {}\r\n\r\n",
+            "a".repeat(MAX_HEADER_BLOCK)
+        );
+        assert_eq!(status(field.as_bytes()), Some(431));
+        // A byte httparse refuses within the limits decides, however much follows.
+        let early = format!(
+            "GET / HTTP/1.1\r\nx : 1\r\ny: {}\r\n\r\n",
+            "a".repeat(MAX_HEADER_BLOCK)
+        );
+        assert_eq!(status(early.as_bytes()), Some(400));
+        assert_eq!(status(&early.as_bytes()[..40]), Some(400));
+    }
 }

@@ -310,3 +310,25 @@ fn the_admin_listener_follows_the_same_connection_rules_d26_d42() {
     assert_eq!(waiting.answer().status, 200);
     drop(held);
 }
+
+/// D42: the early look's verdict depends on the bytes, not on how they arrive: heads sent a
+/// byte at a time are answered as when sent at once.
+#[test]
+fn a_head_sent_a_byte_at_a_time_is_judged_as_one_sent_at_once_d42() {
+    let app = app("", "");
+    let two_hosts = post_with_lines(&refs(&usual(&["Host: y"])));
+    let bare = valid_post()
+        .split(|&b| b == b'\r')
+        .flatten()
+        .copied()
+        .collect::<Vec<u8>>();
+    for (bytes, status) in [(valid_post(), 202), (bare, 202), (two_hosts, 400)] {
+        let mut c = Http1::open(app.addr);
+        c.sock.set_nodelay(true).unwrap();
+        for b in &bytes {
+            c.try_send(std::slice::from_ref(b));
+        }
+        let r = c.answer();
+        assert_eq!(r.status, status, "{}", r.text);
+    }
+}
