@@ -332,3 +332,43 @@ fn a_head_sent_a_byte_at_a_time_is_judged_as_one_sent_at_once_d42() {
         assert_eq!(r.status, status, "{}", r.text);
     }
 }
+
+/// A GL POST with a chunked body made of `chunks` (each `(size line, data)`), then `tail`.
+fn chunked_post(chunks: &[(&str, &str)], tail: &str) -> Vec<u8> {
+    let mut r = format!(
+        "POST {GL} HTTP/1.1\r\nHost: x\r\nx-api-key: {KEY}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    );
+    for (size, data) in chunks {
+        r.push_str(&format!("{size}\r\n{data}\r\n"));
+    }
+    r.push_str(tail);
+    r.into_bytes()
+}
+
+/// D42: a chunked body is read to its end, extensions and trailers included, and the
+/// connection goes on with the next request; one that is not well formed gets 400 and the
+/// connection is closed.
+#[test]
+fn chunked_bodies_end_where_hyper_ends_them_d42() {
+    let app = app("", "");
+    let body = gl_body();
+    let (a, b) = body.split_at(body.len() / 2);
+    let sizes = (format!("{:x}", a.len()), format!("{:X};ext=1", b.len()));
+    for tail in ["0\r\n\r\n", "0\r\nx-trailer: 1\r\n\r\n"] {
+        let mut c = Http1::open(app.addr);
+        c.send(&chunked_post(&[(&sizes.0, a), (&sizes.1, b)], tail));
+        assert_eq!(c.answer().status, 202, "{tail:?}");
+        c.send(&valid_post());
+        assert_eq!(c.answer().status, 202, "{tail:?}: the next request");
+    }
+    let mut c = Http1::open(app.addr);
+    c.send(&chunked_post(&[("zz", a)], "0\r\n\r\n"));
+    let r = c.answer();
+    assert_eq!(r.status, 400, "{}", r.text);
+    let message = r.json()["message"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with("the request body could not be read"),
+        "{message}"
+    );
+    assert!(c.closed_within(5 * SECOND));
+}
