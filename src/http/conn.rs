@@ -138,7 +138,10 @@ async fn preface<IO: AsyncRead + Unpin>(wire: &mut Wire<IO>) -> io::Result<bool>
         if pending.len() >= H2_PREFACE.len() || !H2_PREFACE.starts_with(pending) {
             return Ok(pending.starts_with(H2_PREFACE));
         }
-        if wire.fill().await?.is_none() {
+        if std::future::poll_fn(|cx| wire.poll_fill(cx))
+            .await?
+            .is_none()
+        {
             return Ok(false);
         }
     }
@@ -153,7 +156,7 @@ where
     let settings = serving.settings;
     let streams = settings.max_streams_per_connection;
     let activity = Activity::new(started);
-    let service = tracked(serving.service, serving.peer, Arc::clone(&activity));
+    let service = tracked(serving.service, serving.peer, Arc::clone(&activity), None);
     let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
         .max_concurrent_streams(streams)
@@ -199,6 +202,7 @@ pub(super) fn tracked<S: Routes>(
     service: S,
     peer: SocketAddr,
     activity: Arc<Activity>,
+    judged: Option<Arc<AtomicUsize>>,
 ) -> impl hyper::service::Service<
     http::Request<hyper::body::Incoming>,
     Response = http::Response<Tracked<WarpBody>>,
@@ -218,9 +222,13 @@ pub(super) fn tracked<S: Routes>(
             *req.uri_mut() = path_less(req.uri());
         }
         let busy = activity.begin();
-        // An HTTP/1 connection of hyper's is given one request (`wire.rs`); a second one
-        // would be bytes the early look has not judged.
-        if info.http1 && calls.fetch_add(1, Ordering::Relaxed) > 0 {
+        // On HTTP/1 hyper is given only heads the early look judged (`wire.rs`); a request
+        // beyond them would be bytes it has not judged.
+        let calls = calls.fetch_add(1, Ordering::Relaxed) + 1;
+        if judged
+            .as_ref()
+            .is_some_and(|j| calls > j.load(Ordering::Relaxed))
+        {
             let refused = early::unjudged();
             return Box::pin(async move { Ok(refused.map(|b| Tracked::new(b, busy))) }) as Call;
         }

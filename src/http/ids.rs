@@ -1,6 +1,11 @@
 //! Request identifiers (D4) that reveal nothing about the service (D43): an id the service
-//! makes is 128 bits from the operating system's random source, with no counter in it, so no
-//! client learns from its ids how many requests others send.
+//! makes is the millisecond it was made and 96 bits from the operating system's random source,
+//! with no counter in it, so no client learns from its ids how many requests others send.
+//!
+//! The time comes first so ids are made in order: receipts are stored under their request id
+//! (D38), and wholly random ids made each insert touch another page of that index, which
+//! measured a third more bytes written per record and a third fewer single-record requests a
+//! second.
 
 use sha2::{Digest, Sha256};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,11 +40,17 @@ impl Default for RequestIds {
 }
 
 impl RequestIds {
-    /// A new identifier: 32 hex digits of fresh random bits (D43). Costs one `getrandom`
-    /// call (about a microsecond; a request's answer takes a hundred times that).
+    /// A new identifier: 36 hex digits, 12 of the millisecond it was made (the server's clock,
+    /// which every answer's `Date` shows anyway) and 24 of fresh random bits (D43). Costs one
+    /// `getrandom` call (about a microsecond).
     pub fn fresh(&self) -> String {
-        let mut bits = [0u8; 16];
-        if getrandom::fill(&mut bits).is_err() {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64;
+        let mut id = [0u8; 18];
+        id[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
+        if getrandom::fill(&mut id[6..]).is_err() {
             // The kernel's random source does not fail once booted; should it, the ids stay
             // unpredictable and unique through the process's secret.
             let n = self.next.fetch_add(1, Ordering::Relaxed);
@@ -47,9 +58,9 @@ impl RequestIds {
             h.update(self.key);
             h.update(b"id");
             h.update(n.to_le_bytes());
-            bits.copy_from_slice(&h.finalize()[..16]);
+            id[6..].copy_from_slice(&h.finalize()[..12]);
         }
-        hex::encode(bits)
+        hex::encode(id)
     }
 
     /// A number no other request of this process gets (receipts tell requests that share an
@@ -98,24 +109,38 @@ mod tests {
     use std::collections::HashSet;
 
     #[test]
-    fn made_ids_are_128_random_bits_without_a_common_part_d43() {
+    fn made_ids_are_the_time_and_96_random_bits_d43() {
         let ids = RequestIds::default();
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
         let made: Vec<String> = (0..1000).map(|_| ids.fresh()).collect();
         assert!(
             made.iter()
-                .all(|id| id.len() == 32 && RequestIds::is_id(id))
+                .all(|id| id.len() == 36 && RequestIds::is_id(id))
         );
         assert_eq!(made.iter().collect::<HashSet<_>>().len(), made.len());
-        // No position is fixed across ids, as a prefix or a counter's high digits would be.
-        for i in 0..32 {
+        let ms: Vec<u64> = made
+            .iter()
+            .map(|id| u64::from_str_radix(&id[..12], 16).unwrap())
+            .collect();
+        assert!(
+            ms[0] >= before && ms[0] < before + 60_000,
+            "{} {before}",
+            ms[0]
+        );
+        assert!(ms.windows(2).all(|w| w[0] <= w[1]), "made in order");
+        // No position of the random part is fixed, as a counter's high digits would be ...
+        for i in 12..36 {
             let digits: HashSet<u8> = made.iter().map(|id| id.as_bytes()[i]).collect();
             assert!(digits.len() > 8, "digit {i} takes {} values", digits.len());
         }
-        // Consecutive ids do not differ by one, as a counter's would.
-        let as_int = |s: &str| u128::from_str_radix(s, 16).unwrap();
+        // ... and consecutive random parts do not differ by one, as a counter's would.
+        let random = |s: &str| u128::from_str_radix(&s[12..], 16).unwrap();
         assert!(
             made.windows(2)
-                .all(|w| as_int(&w[1]).abs_diff(as_int(&w[0])) > 1 << 64)
+                .all(|w| random(&w[1]).abs_diff(random(&w[0])) > 1 << 32)
         );
     }
 
@@ -140,7 +165,7 @@ mod tests {
         headers.insert("x-request-id", "erp-batch-42".parse().unwrap());
         assert_eq!(ids.for_request(&headers), "erp-batch-42");
         headers.insert("x-request-id", "has space".parse().unwrap());
-        assert_eq!(ids.for_request(&headers).len(), 32);
+        assert_eq!(ids.for_request(&headers).len(), 36);
     }
 
     /// How long making an id takes (printed; `cargo test --release -- --nocapture ids`).

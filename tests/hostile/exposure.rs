@@ -10,7 +10,7 @@ use std::time::Instant;
 
 const GL: &str = "/general-ledger-codes/v1";
 
-/// D43: ids the service makes are 32 random hex digits: no common prefix, no counter between
+/// D43: ids the service makes are the millisecond and 96 random bits: no counter between
 /// consecutive requests, whether the routes answered or the early look refused.
 #[test]
 fn request_ids_the_service_makes_reveal_nothing_d43() {
@@ -30,15 +30,16 @@ fn request_ids_the_service_makes_reveal_nothing_d43() {
     let r = early.answer();
     assert_eq!(r.status, 431, "{}", r.text);
     ids.push(r.header("x-request-id").unwrap().to_string());
-    let hex = |id: &String| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit());
+    let hex = |id: &String| id.len() == 36 && id.bytes().all(|b| b.is_ascii_hexdigit());
     assert!(ids.iter().all(hex), "{ids:?}");
     assert_eq!(ids.iter().collect::<HashSet<_>>().len(), ids.len());
-    let first_two: HashSet<&str> = ids.iter().map(|id| &id[..2]).collect();
+    // The first 12 digits are the millisecond; the 24 after them are random.
+    let random = |id: &str| u128::from_str_radix(&id[12..], 16).unwrap();
+    let first_two: HashSet<&str> = ids.iter().map(|id| &id[12..14]).collect();
     assert!(first_two.len() > 50, "ids share their start: {first_two:?}");
-    let value = |id: &str| u128::from_str_radix(id, 16).unwrap();
     let near = ids
         .windows(2)
-        .filter(|w| value(&w[0]).abs_diff(value(&w[1])) < 1 << 96)
+        .filter(|w| random(&w[0]).abs_diff(random(&w[1])) < 1 << 64)
         .count();
     assert!(near < 3, "{near} consecutive ids are close: a counter?");
 }
