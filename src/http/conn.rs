@@ -1,8 +1,8 @@
 //! One connection: the TLS handshake (bounded), then HTTP/2 (when the client starts with its
-//! preface) or HTTP/1, served one request at a time.
+//! preface) or HTTP/1.
 //!
-//! HTTP/1 is served request by request in `h1.rs`, each head judged by the early look first
-//! (D42). HTTP/2 has no header timer in hyper, so that connection is watched with
+//! HTTP/1 is served in `h1.rs`, each request's head judged by the early look before hyper
+//! reads it (D42). HTTP/2 has no header timer in hyper, so that connection is watched with
 //! [`super::idle`] (D26).
 
 use super::early;
