@@ -1,6 +1,6 @@
 //! Where a chunked body ends (RFC 9112 section 7.1), found byte by byte with the state machine
 //! of hyper's decoder (`proto/h1/decode.rs`, hyper 1.x), so the connection knows where the
-//! next head starts and judges it before hyper reads it (`wire.rs`). Decoding stays hyper's:
+//! next head starts and judges it before hyper reads it (`message.rs`). Decoding stays hyper's:
 //! this only counts. Where hyper would refuse a byte, so does this, and the connection ends
 //! there.
 

@@ -222,7 +222,7 @@ pub(super) fn tracked<S: Routes>(
             *req.uri_mut() = path_less(req.uri());
         }
         let busy = activity.begin();
-        // On HTTP/1 hyper is given only heads the early look judged (`wire.rs`); a request
+        // On HTTP/1 hyper is given only heads the early look judged (`message.rs`); a request
         // beyond them would be bytes it has not judged.
         let calls = calls.fetch_add(1, Ordering::Relaxed) + 1;
         if judged

@@ -70,7 +70,7 @@ where
 }
 
 /// The answer to a request hyper found among bytes the early look did not judge as a head;
-/// `wire.rs` never gives it any, so this only closes the connection should that ever change.
+/// `message.rs` never gives it any, so this only closes the connection should that ever change.
 pub fn unjudged() -> warp::reply::Response {
     let body = reply::failure_body("the request head was not judged; send it again", "-");
     let mut r = warp::reply::Response::new(body.into());

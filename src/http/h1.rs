@@ -1,14 +1,15 @@
 //! HTTP/1 (D42, D26). Every request's head is read within the header timeout (else 408) and
 //! judged by the early look (`head.rs`: 400, 414, 431, or 501 for a transfer coding other
 //! than chunked, D25) before hyper reads it: the first one here, the later ones as hyper asks
-//! for them (`wire.rs`). A refusal is answered with the JSON failure body (D5) and the
+//! for them (`message.rs`). A refusal is answered with the JSON failure body (D5) and the
 //! connection closed. One hyper connection serves the requests that pass, kept alive as the
 //! client, hyper and the routes say.
 
 use super::conn::{Routes, Serving, tracked};
 use super::early;
 use super::idle::Activity;
-use super::wire::{HeadWait, Message, Next, Stop, Wire};
+use super::message::{Message, Stop};
+use super::wire::{HeadWait, Next, Wire};
 use hyper_util::rt::TokioIo;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
@@ -42,7 +43,7 @@ where
     let mut conn = hyper::server::conn::http1::Builder::new()
         // The client may half-close after its request; its answer still goes out (D26).
         .half_close(true)
-        // The header timeout is the early look's, for every request (`wire.rs`).
+        // The header timeout is the early look's, for every request (`message.rs`).
         .header_read_timeout(None)
         .serve_connection(TokioIo::new(message), service);
     let mut closing = false;
