@@ -4,12 +4,11 @@
 //! warp 0.4 has no TLS of its own, so the routes become a service that this loop drives with
 //! hyper over each accepted connection. The three layers each own what the others cannot:
 //! this loop (and `conn.rs`) owns the socket: TLS, the per-address and total caps, timeouts
-//! before hyper has a request (`early.rs`, `idle.rs`, D26), and the early look at every
-//! HTTP/1 request head before hyper reads it (`h1.rs`, `head.rs`, `wire.rs`, `message.rs`, D42); hyper owns
-//! HTTP/1 and HTTP/2 framing
-//! (bodies, chunks, streams); the warp filter in `routes.rs` owns what a request means (path,
-//! method, key, media type, body, D3-D5). The admin listener (`ops.rs`) runs through the same
-//! loop with its own routes.
+//! before hyper has a request (`early.rs`, `idle.rs`, D26), and the early look at every HTTP/1
+//! request head before hyper reads it (`h1.rs`, `head.rs`, `wire.rs`, `message.rs`, D42);
+//! hyper owns HTTP/1 and HTTP/2 framing (bodies, chunks, streams); the warp filter in
+//! `routes.rs` owns what a request means (path, method, key, media type, body, D3-D5). The
+//! admin listener (`ops.rs`) runs through the same loop with its own routes.
 
 pub mod auth;
 pub mod body;
