@@ -48,6 +48,8 @@ pub struct Metrics {
     delivery_failures: Family<FailureLabels, Counter>,
     delivered: Family<InterfaceLabel, Counter>,
     paused: Family<InterfaceLabel, Gauge>,
+    /// Documents and records delivered since the last summary line (D44).
+    since_summary: [std::sync::atomic::AtomicU64; 2],
 }
 
 fn latency_histogram() -> Histogram {
@@ -78,6 +80,7 @@ impl Default for Metrics {
             delivery_failures: Family::default(),
             delivered: Family::default(),
             paused: Family::default(),
+            since_summary: Default::default(),
         };
         let r = &mut m.registry;
         r.register(
@@ -192,11 +195,22 @@ impl Metrics {
             .inc();
     }
 
-    /// Records the platform accepted.
+    /// A document of `records` records the platform accepted.
     pub fn delivered(&self, interface: &str, records: usize) {
         self.delivered
             .get_or_create(&label(interface))
             .inc_by(records as u64);
+        let [documents, total] = &self.since_summary;
+        documents.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        total.fetch_add(records as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Documents and records delivered since the last call (the summary line's, D44).
+    pub fn take_deliveries(&self) -> (u64, u64) {
+        let [documents, total] = &self.since_summary;
+        let take =
+            |c: &std::sync::atomic::AtomicU64| c.swap(0, std::sync::atomic::Ordering::Relaxed);
+        (take(documents), take(total))
     }
 
     /// The text exposition, with the queue gauges read from `store` now.

@@ -8,7 +8,7 @@ use crate::delivery::{self, Worker};
 use crate::http::conn::ConnSettings;
 use crate::http::ops::{self, Ops};
 use crate::http::tls::{self, TlsError};
-use crate::http::{self, App, RequestIds, auth::Auth};
+use crate::http::{self, App, Edge, RequestIds, auth::Auth};
 use crate::intake::{Intake, Limits};
 use crate::interfaces::INTERFACES;
 use crate::live::Live;
@@ -268,25 +268,40 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         until(rx.clone()),
     ));
     let ops_addr = ops_listener.as_ref().map(|(_, a)| *a);
-    let ops = ops_listener.map(|(listener, _)| {
-        let state = Arc::new(Ops {
-            store: Arc::clone(&store),
-            metrics,
-            schemas: INTERFACES.len(),
-        });
-        tokio::spawn(ops::serve(listener, state, until(rx.clone())))
-    });
-    let settings = ConnSettings {
-        tls: Arc::clone(&tls),
+    let delivered = Arc::clone(&metrics);
+    let settings = |tls| ConnSettings {
+        tls,
         handshake_timeout: config.server.handshake_timeout,
         header_timeout: config.server.header_timeout,
         max_streams_per_connection: config.server.max_streams_per_connection,
         max_connections_per_ip: config.server.max_connections_per_ip,
     };
+    let edge = |metrics| Edge {
+        request_ids: RequestIds::default(),
+        request_log: Arc::clone(&request_log),
+        metrics,
+    };
+    // The admin listener keeps the intake listener's connection rules (D26, D42), plain HTTP.
+    let ops = ops_listener.map(|(listener, _)| {
+        let state = Arc::new(Ops {
+            store: Arc::clone(&store),
+            metrics: Arc::clone(&metrics),
+            schemas: INTERFACES.len(),
+        });
+        tokio::spawn(http::serve(
+            listener,
+            warp::service(ops::routes(state)),
+            edge(None),
+            settings(Arc::new(Live::new(None))),
+            ops::MAX_CONNECTIONS,
+            until(rx.clone()),
+        ))
+    });
     let server = tokio::spawn(http::serve(
         listener,
-        app,
-        settings,
+        warp::service(http::routes::routes(app)),
+        edge(Some(Arc::clone(&metrics))),
+        settings(Arc::clone(&tls)),
         config.server.max_connections,
         until(rx),
     ));
@@ -303,7 +318,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         server,
         admin,
         ops,
-        summary: Summary::start(request_log),
+        summary: Summary::start(request_log, Box::new(move || delivered.take_deliveries())),
         worker,
         writer,
         store,

@@ -225,7 +225,8 @@ impl Lane {
             Answer::Delivered => {
                 let gone = shared.store.delivered(&sent)?;
                 shared.metrics.delivered(iface.id, batch.len());
-                tracing::info!(
+                // Routine: the per-minute summary counts deliveries at info (D44).
+                tracing::debug!(
                     interface = iface.id,
                     records = batch.len(),
                     removed = gone,

@@ -1,21 +1,24 @@
-//! One connection: the TLS handshake (bounded), the first request's head (bounded, 408 when it
-//! does not arrive; 501 for a transfer coding other than chunked), then hyper serving the
-//! routes. Later HTTP/1 requests on a kept-alive connection are bounded by hyper's own header
-//! timer, which closes an idle connection; HTTP/2 has no such timer, so the connection is
-//! watched here with [`super::idle`] (D26).
+//! One connection: the TLS handshake (bounded), then HTTP/2 (when the client starts with its
+//! preface) or HTTP/1.
+//!
+//! HTTP/1 is served in `h1.rs`, each request's head judged by the early look before hyper
+//! reads it (D42). HTTP/2 has no header timer in hyper, so that connection is watched with
+//! [`super::idle`] (D26).
 
 use super::early;
+use super::head;
 use super::idle::{Activity, Tracked};
-use super::{App, ConnInfo};
+use super::wire::Wire;
+use super::{ConnInfo, Edge};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -36,13 +39,11 @@ pub struct ConnSettings {
     pub max_connections_per_ip: usize,
 }
 
-/// A request head larger than this is left to hyper (which answers 431); HTTP/2 header lists
-/// have the same bound.
-const HEAD_PREREAD_LIMIT: usize = 64 * 1024;
+/// HTTP/2 header lists have the bound of an HTTP/1 head's fields (D42).
+const H2_MAX_HEADER_LIST: usize = head::MAX_HEADER_BLOCK;
 
-/// How an HTTP/2 connection starts (the whole preface is 24 bytes; the first head read always
-/// holds this much of it, as it ends at the first blank line).
-const H2_PREFACE_START: &[u8] = b"PRI * HTTP/2.0\r\n\r\n";
+/// How an HTTP/2 connection starts (RFC 9113 section 3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// How long an idle HTTP/2 connection told to go away (GOAWAY, then a PING whose answer lets
 /// hyper close it) may take to answer before it is dropped: a client that ignores the PING
@@ -56,7 +57,9 @@ pub trait Routes:
         Response = warp::reply::Response,
         Error = std::convert::Infallible,
         Future: Send + 'static,
-    > + Send
+    > + Clone
+    + Send
+    + Unpin
     + 'static
 {
 }
@@ -67,111 +70,115 @@ impl<T> Routes for T where
             Response = warp::reply::Response,
             Error = std::convert::Infallible,
             Future: Send + 'static,
-        > + Send
+        > + Clone
+        + Send
+        + Unpin
         + 'static
 {
 }
 
-/// Serves one accepted connection to the end; `stop` turns true when the server shuts down.
-pub async fn serve<S>(
-    stream: TcpStream,
-    peer: SocketAddr,
-    settings: &ConnSettings,
-    app: &App,
-    service: S,
-    stop: watch::Receiver<bool>,
-) where
-    S: Routes,
-{
+/// What one connection is served with.
+pub struct Serving<'a, S> {
+    /// The client's address.
+    pub peer: SocketAddr,
+    /// Timeouts and caps.
+    pub settings: &'a ConnSettings,
+    /// Ids, the log and the metrics of answers written here.
+    pub edge: &'a Edge,
+    /// The routes.
+    pub service: S,
+    /// Turns true when the server shuts down.
+    pub stop: watch::Receiver<bool>,
+}
+
+/// Serves one accepted connection to the end.
+pub async fn serve<S: Routes>(stream: TcpStream, serving: Serving<'_, S>) {
     let _ = stream.set_nodelay(true);
-    let tls = settings.tls.get();
-    match tls.as_ref() {
-        None => serve_io(stream, peer, settings, app, service, stop).await,
-        Some(acceptor) => {
-            match tokio::time::timeout(settings.handshake_timeout, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => serve_io(tls, peer, settings, app, service, stop).await,
-                Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake refused"),
-                Err(_) => tracing::info!(%peer, "TLS handshake timed out"),
-            }
-        }
+    let peer = serving.peer;
+    let tls = serving.settings.tls.get();
+    let Some(acceptor) = tls.as_ref() else {
+        return serve_io(stream, serving).await;
+    };
+    let timeout = serving.settings.handshake_timeout;
+    let failed = match tokio::time::timeout(timeout, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => return serve_io(tls, serving).await,
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "timed out".to_string(),
+    };
+    if serving.edge.request_log.handshake_failed(peer.ip()) {
+        tracing::info!(%peer, error = failed, "TLS handshake failed");
     }
 }
 
-async fn serve_io<IO, S>(
-    mut io: IO,
-    peer: SocketAddr,
-    settings: &ConnSettings,
-    app: &App,
-    service: S,
-    stop: watch::Receiver<bool>,
-) where
+async fn serve_io<IO, S>(io: IO, serving: Serving<'_, S>)
+where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: Routes,
 {
     let started = Instant::now();
-    let head = match tokio::time::timeout(settings.header_timeout, read_head(&mut io)).await {
-        Ok(Ok(head)) if head.is_empty() => return, // closed before sending anything
-        Ok(Ok(head)) => head,
+    let mut wire = Wire::new(io);
+    let timeout = serving.settings.header_timeout;
+    match tokio::time::timeout(timeout, preface(&mut wire)).await {
+        Ok(Ok(true)) => serve_h2(wire, serving, started).await,
+        Ok(Ok(false)) => super::h1::serve(wire, serving, started).await,
         Ok(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "connection failed before a request arrived");
-            return;
+            tracing::debug!(peer = %serving.peer, error = %e, "connection failed before a request arrived");
         }
-        Err(_) => return early::header_timeout(&mut io, peer, settings.header_timeout, app).await,
-    };
-    // hyper answers a bare 400 to a last coding other than chunked, before the routes could
-    // say 501 (D25). Only the first request is checked here: later ones on a kept-alive
-    // connection still get hyper's 400, and the routes' 501 for `gzip, chunked`.
-    if let Some(refusal) = early::unsupported_coding(&head, started, app) {
-        return refusal.answer(&mut io, peer, app).await;
+        Err(_) => {
+            early::header_timeout(wire.io_mut(), serving.peer, timeout, serving.edge).await;
+        }
     }
-    let h2 = head.starts_with(H2_PREFACE_START);
+}
+
+/// Reads until the first bytes tell HTTP/2's preface from an HTTP/1 request (or the stream
+/// ends: HTTP/1, whose early look then has nothing to judge).
+async fn preface<IO: AsyncRead + Unpin>(wire: &mut Wire<IO>) -> io::Result<bool> {
+    loop {
+        let pending = wire.pending();
+        if pending.len() >= H2_PREFACE.len() || !H2_PREFACE.starts_with(pending) {
+            return Ok(pending.starts_with(H2_PREFACE));
+        }
+        if std::future::poll_fn(|cx| wire.poll_fill(cx))
+            .await?
+            .is_none()
+        {
+            return Ok(false);
+        }
+    }
+}
+
+/// HTTP/2: hyper's server, closed when no request has been in flight for the header timeout.
+async fn serve_h2<IO, S>(wire: Wire<IO>, serving: Serving<'_, S>, started: Instant)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: Routes,
+{
+    let settings = serving.settings;
+    let streams = settings.max_streams_per_connection;
     let activity = Activity::new(started);
-    let service = tracked(service, peer, Arc::clone(&activity));
-    let builder = builder(settings);
-    let home = Arc::new(Mutex::new(None));
-    let io = Prefixed::new(head, io, Arc::clone(&home));
-    let conn = builder.serve_connection(TokioIo::new(io), service);
-    let idle = h2.then(|| (activity.as_ref(), settings.header_timeout));
-    let shut_down = |c: Pin<&mut _>| auto::Connection::graceful_shutdown(c);
-    if let Err(e) = drive(conn, shut_down, stop, idle, started).await {
-        tracing::debug!(%peer, error = %e, "connection ended with an error");
-    }
-    // hyper is done with the stream and has sent its last answer: with a body still on its
-    // way, closing now would reset the connection and the client could lose that answer.
-    let returned = home.lock().ok().and_then(|mut h| h.take());
-    if let (true, Some(mut io)) = (activity.lingers(), returned) {
-        early::linger(&mut io).await;
+    let service = tracked(serving.service, serving.peer, Arc::clone(&activity), None);
+    let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(streams)
+        // Streams opened and reset before they are served count against the connection, so
+        // a rapid-reset client cannot queue work without bound.
+        .max_pending_accept_reset_streams(usize::try_from(streams).unwrap_or(usize::MAX))
+        .max_header_list_size(u32::try_from(H2_MAX_HEADER_LIST).unwrap_or(u32::MAX))
+        .serve_connection(TokioIo::new(wire), service);
+    let idle = Some((activity.as_ref(), settings.header_timeout));
+    let shut_down = |c: Pin<&mut _>| hyper::server::conn::http2::Connection::graceful_shutdown(c);
+    if let Err(e) = drive(conn, shut_down, serving.stop, idle, started).await {
+        tracing::debug!(peer = %serving.peer, error = %e, "connection ended with an error");
     }
 }
 
 /// `Connection: close`, as the routes write it.
 const CLOSE: http::HeaderValue = http::HeaderValue::from_static("close");
 
-/// hyper's settings for one connection (D26).
-fn builder(settings: &ConnSettings) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(settings.header_timeout)
-        // A client that half-closes after its request still gets the answer (D26).
-        .half_close(true);
-    let streams = settings.max_streams_per_connection;
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(streams)
-        // Streams opened and reset before they are served count against the connection, so
-        // a rapid-reset client cannot queue work without bound.
-        .max_pending_accept_reset_streams(usize::try_from(streams).unwrap_or(usize::MAX))
-        .max_header_list_size(u32::try_from(HEAD_PREREAD_LIMIT).unwrap_or(u32::MAX));
-    builder
-}
-
 /// warp's response body, which warp does not name publicly.
-type WarpBody = <warp::reply::Response as BodyOf>::Body;
+pub(super) type WarpBody = <warp::reply::Response as BodyOf>::Body;
 
-trait BodyOf {
+pub(super) trait BodyOf {
     type Body;
 }
 
@@ -179,42 +186,80 @@ impl<B> BodyOf for http::Response<B> {
     type Body = B;
 }
 
+/// The future of one call of [`tracked`]: boxed, so hyper can hand the stream back after it.
+pub(super) type Call = Pin<
+    Box<
+        dyn Future<Output = Result<http::Response<Tracked<WarpBody>>, std::convert::Infallible>>
+            + Send,
+    >,
+>;
+
 /// The routes with the client's address and protocol as a request extension, each request
-/// counted in flight until its response body is dropped.
-fn tracked<S: Routes>(
+/// counted in flight until its response body is dropped. A request whose target is not a path
+/// (`CONNECT host:port`, `OPTIONS *`, `GET http://host`) reaches them with the target `*`,
+/// or `/` for an absolute URI without a path, so no route needs to know those forms.
+pub(super) fn tracked<S: Routes>(
     service: S,
     peer: SocketAddr,
     activity: Arc<Activity>,
+    judged: Option<Arc<AtomicUsize>>,
 ) -> impl hyper::service::Service<
     http::Request<hyper::body::Incoming>,
     Response = http::Response<Tracked<WarpBody>>,
     Error = std::convert::Infallible,
-    Future: Send + 'static,
+    Future = Call,
 > + Send
++ Unpin
 + 'static {
+    let calls = AtomicUsize::new(0);
     hyper::service::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
         let info = ConnInfo {
             peer,
             http1: req.version() < http::Version::HTTP_2,
         };
         req.extensions_mut().insert(info);
+        if req.uri().path_and_query().is_none() {
+            *req.uri_mut() = path_less(req.uri());
+        }
         let busy = activity.begin();
-        let call = service.call(req);
+        // On HTTP/1 hyper is given only heads the early look judged (`message.rs`); a request
+        // beyond them would be bytes it has not judged.
+        let calls = calls.fetch_add(1, Ordering::Relaxed) + 1;
+        if judged
+            .as_ref()
+            .is_some_and(|j| calls > j.load(Ordering::Relaxed))
+        {
+            let refused = early::unjudged();
+            return Box::pin(async move { Ok(refused.map(|b| Tracked::new(b, busy))) }) as Call;
+        }
+        let call = hyper::service::Service::call(&service, req);
         let activity = Arc::clone(&activity);
-        async move {
+        Box::pin(async move {
             let response = call.await?;
             // The routes say close only when the body was left unread (D26).
             if response.headers().get(http::header::CONNECTION) == Some(&CLOSE) {
                 activity.close_after_body();
             }
             Ok(response.map(|body| Tracked::new(body, busy)))
-        }
+        }) as Call
     })
 }
 
-/// Runs the connection until it ends: gracefully on server shutdown; for HTTP/2 (`idle` given)
-/// also once no request has been in flight for the header timeout, and at once when a
-/// connection told to go away stays idle for [`GOAWAY_GRACE`] more (D26).
+/// The target a request without a path reaches the routes with (warp needs a path).
+fn path_less(uri: &http::Uri) -> http::Uri {
+    let path = if uri.scheme().is_some() { "/" } else { "*" };
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(http::uri::PathAndQuery::from_static(path));
+    if path == "*" {
+        parts.scheme = None;
+        parts.authority = None;
+    }
+    http::Uri::from_parts(parts).unwrap_or_else(|_| http::Uri::from_static("*"))
+}
+
+/// Runs an HTTP/2 connection until it ends: gracefully on server shutdown, once no request
+/// has been in flight for the header timeout, and at once when a connection told to go away
+/// stays idle for [`GOAWAY_GRACE`] more (D26).
 async fn drive<C, E>(
     conn: C,
     shut_down: impl Fn(Pin<&mut C>),
@@ -253,114 +298,5 @@ where
                 closing = Some(Instant::now());
             }
         }
-    }
-}
-
-/// Reads until the end of the first request head (or the h2 preface), EOF, or the limit.
-async fn read_head<IO: AsyncRead + Unpin>(io: &mut IO) -> io::Result<Vec<u8>> {
-    let mut head = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
-    loop {
-        let n = io.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(head);
-        }
-        head.extend_from_slice(&chunk[..n]);
-        if head.windows(4).any(|w| w == b"\r\n\r\n") || head.len() >= HEAD_PREREAD_LIMIT {
-            return Ok(head);
-        }
-    }
-}
-
-/// A stream whose first bytes were already read: hyper reads them again, then the stream.
-/// When hyper drops it, the stream goes back `home` instead of closing, so the connection can
-/// linger after an early answer.
-struct Prefixed<IO> {
-    head: Vec<u8>,
-    pos: usize,
-    io: Option<IO>,
-    home: Home<IO>,
-}
-
-/// Where a stream goes when hyper is done with it.
-type Home<IO> = Arc<Mutex<Option<IO>>>;
-
-impl<IO> Prefixed<IO> {
-    fn new(head: Vec<u8>, io: IO, home: Home<IO>) -> Self {
-        Self {
-            head,
-            pos: 0,
-            io: Some(io),
-            home,
-        }
-    }
-
-    fn io(&mut self) -> io::Result<Pin<&mut IO>>
-    where
-        IO: Unpin,
-    {
-        match self.io.as_mut() {
-            Some(io) => Ok(Pin::new(io)),
-            None => Err(io::ErrorKind::NotConnected.into()),
-        }
-    }
-}
-
-impl<IO> Drop for Prefixed<IO> {
-    fn drop(&mut self) {
-        if let (Some(io), Ok(mut home)) = (self.io.take(), self.home.lock()) {
-            *home = Some(io);
-        }
-    }
-}
-
-impl<IO: AsyncRead + Unpin> AsyncRead for Prefixed<IO> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if this.pos < this.head.len() {
-            let n = (this.head.len() - this.pos).min(buf.remaining());
-            buf.put_slice(&this.head[this.pos..this.pos + n]);
-            this.pos += n;
-            if this.pos == this.head.len() {
-                this.head = Vec::new();
-                this.pos = 0;
-            }
-            return Poll::Ready(Ok(()));
-        }
-        this.io()?.poll_read(cx, buf)
-    }
-}
-
-impl<IO: AsyncWrite + Unpin> AsyncWrite for Prefixed<IO> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.get_mut().io()?.poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().io()?.poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().io()?.poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        self.get_mut().io()?.poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.as_ref().is_some_and(IO::is_write_vectored)
     }
 }

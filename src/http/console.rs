@@ -56,6 +56,15 @@ impl Console {
         }
     }
 
+    /// Whether `path` is one of the console's (the document, `/docs` and the files under it).
+    pub fn serves(&self, path: &str) -> bool {
+        path == "/openapi.json"
+            || path == "/docs"
+            || path
+                .strip_prefix("/docs/")
+                .is_some_and(|name| name.is_empty() || FILES.iter().any(|(n, _, _)| *n == name))
+    }
+
     /// The answer for a self-description path, `None` for any other request (unknown paths
     /// under `/docs/` included: they get the ordinary 404).
     pub fn answer(&self, method: &Method, path: &str) -> Option<Response> {

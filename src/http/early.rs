@@ -1,12 +1,12 @@
-//! Answers written on a connection before hyper takes it over: 408 when the first request's
-//! head does not arrive in time, 501 when it declares a transfer coding other than chunked
-//! (D25), which hyper would refuse with a bare 400. Both close the connection.
+//! Answers written on an HTTP/1 connection before hyper is given a request: 408 when a
+//! request's head does not arrive in time (D26), and the early look's refusals (D42: 400,
+//! 414, 431; D25: 501), each with the JSON failure body (D5). All close the connection.
 
-use super::App;
+use super::Edge;
+use super::head::Refusal;
 use super::reply;
 use crate::interfaces;
-use http::header::TRANSFER_ENCODING;
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderValue, StatusCode, header};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -22,103 +22,70 @@ const LINGER_GAP: Duration = Duration::from_secs(1);
 /// ... and at most this many bytes.
 const LINGER_BYTES: usize = 64 << 20;
 
-/// 408: the first request's head did not arrive within `timeout`.
-pub async fn header_timeout<IO>(io: &mut IO, peer: SocketAddr, timeout: Duration, app: &App)
+/// 408: a request's head did not arrive within `timeout`.
+pub async fn header_timeout<IO>(io: &mut IO, peer: SocketAddr, timeout: Duration, edge: &Edge)
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
-    let request_id = app.request_ids.fresh();
+    let request_id = edge.request_ids.fresh();
     let message = format!(
         "the request headers were not received within {} seconds",
         timeout.as_secs()
     );
-    write_and_close(io, "408 Request Timeout", &message, &request_id).await;
-    if app.request_log.answered(408) {
+    write_and_close(io, StatusCode::REQUEST_TIMEOUT, &message, &request_id).await;
+    if let Some(m) = &edge.metrics {
+        m.request("-", 408, 0, 0, timeout.as_secs_f64());
+    }
+    if edge.request_log.answered(408, Some(peer.ip())) {
         tracing::info!(request_id, %peer, status = 408, "request headers timed out");
     }
 }
 
-/// The first request, refused for its transfer coding.
-pub struct Refusal {
-    request_id: String,
-    interface: &'static str,
-    message: String,
-    started: Instant,
-}
-
-/// The refusal of the first request in `head` when its `Transfer-Encoding` names a coding
-/// other than `chunked` (D25); `None` for anything else, HTTP/2 included.
-pub fn unsupported_coding(head: &[u8], started: Instant, app: &App) -> Option<Refusal> {
-    let end = memchr::memmem::find(head, b"\r\n\r\n")?;
-    let mut lines = head[..end].split(|&b| b == b'\n');
-    let request_line = lines.next()?;
-    let headers = parse_headers(lines);
-    let coding = headers
-        .get_all(TRANSFER_ENCODING)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
-        .map(<[u8]>::trim_ascii)
-        .find(|c| !c.is_empty() && !c.eq_ignore_ascii_case(b"chunked"))?;
-    let path = request_line
-        .split(|&b| b == b' ')
-        .nth(1)
-        .and_then(|t| t.split(|&b| b == b'?').next())
-        .and_then(|p| std::str::from_utf8(p).ok())
-        .unwrap_or_default();
-    Some(Refusal {
-        request_id: app.request_ids.for_request(&headers),
-        interface: interfaces::by_path(path).map_or("-", |i| i.id),
-        message: format!(
-            "transfer encoding {} is not supported (supported: chunked)",
-            String::from_utf8_lossy(coding)
-        ),
-        started,
-    })
-}
-
-/// Header lines as a map; lines that are no valid header are skipped (hyper would refuse
-/// them, but the transfer coding decides first).
-fn parse_headers<'a>(lines: impl Iterator<Item = &'a [u8]>) -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    for line in lines {
-        let Some(colon) = line.iter().position(|&b| b == b':') else {
-            continue;
-        };
-        let name = HeaderName::from_bytes(line[..colon].trim_ascii());
-        let value = HeaderValue::from_bytes(line[colon + 1..].trim_ascii());
-        if let (Ok(name), Ok(value)) = (name, value) {
-            headers.append(name, value);
-        }
+/// Answers a head the early look refused, closes, and logs and counts it like any request.
+pub async fn refuse<IO>(io: &mut IO, r: &Refusal, peer: SocketAddr, edge: &Edge, started: Instant)
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    let request_id = r
+        .request_id
+        .clone()
+        .unwrap_or_else(|| edge.request_ids.fresh());
+    write_and_close(io, r.status, &r.message, &request_id).await;
+    linger(io).await;
+    let status = r.status.as_u16();
+    let interface = r
+        .path
+        .as_deref()
+        .and_then(interfaces::by_path)
+        .map_or("-", |i| i.id);
+    let elapsed = started.elapsed().as_secs_f64();
+    if let Some(m) = &edge.metrics {
+        m.request(interface, status, 0, 0, elapsed);
     }
-    headers
+    if edge.request_log.answered(status, Some(peer.ip())) {
+        let latency_ms = format_args!("{:.3}", elapsed * 1000.0);
+        tracing::info!(request_id, %peer, key = "-", interface, status, reason = r.reason,
+            %latency_ms, "request refused before its body");
+    }
 }
 
-impl Refusal {
-    /// Answers 501 and closes, logged and counted like any request.
-    pub async fn answer<IO>(self, io: &mut IO, peer: SocketAddr, app: &App)
-    where
-        IO: AsyncRead + AsyncWrite + Unpin,
-    {
-        let Self {
-            request_id,
-            interface,
-            message,
-            started,
-        } = self;
-        write_and_close(io, "501 Not Implemented", &message, &request_id).await;
-        linger(io).await;
-        let elapsed = started.elapsed().as_secs_f64();
-        app.metrics.request(interface, 501, 0, 0, elapsed);
-        if app.request_log.answered(501) {
-            let latency_ms = format_args!("{:.3}", elapsed * 1000.0);
-            tracing::info!(request_id, %peer, key = "-", interface, status = 501, accepted = 0,
-                failed = 0, %latency_ms, "request");
-        }
-    }
+/// The answer to a request hyper found among bytes the early look did not judge as a head;
+/// `message.rs` never gives it any, so this only closes the connection should that ever change.
+pub fn unjudged() -> warp::reply::Response {
+    let body = reply::failure_body("the request head was not judged; send it again", "-");
+    let mut r = warp::reply::Response::new(body.into());
+    *r.status_mut() = StatusCode::BAD_REQUEST;
+    let headers = r.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
 }
 
 /// Writes a failure answer (D5) saying `Connection: close` and shuts the sending side down.
-async fn write_and_close<IO>(io: &mut IO, status: &str, message: &str, request_id: &str)
+async fn write_and_close<IO>(io: &mut IO, status: StatusCode, message: &str, request_id: &str)
 where
     IO: AsyncWrite + Unpin,
 {

@@ -2,34 +2,43 @@
 //! ([`routes`]), authentication ([`auth`]) and the mapping of failures to answers ([`reply`]).
 //!
 //! warp 0.4 has no TLS of its own, so the routes become a service that this loop drives with
-//! hyper-util over each accepted connection. The three layers each own what the others
-//! cannot: this loop (and `conn.rs`) owns the socket: TLS, the per-address and total caps,
-//! timeouts before hyper has a request (`early.rs`, `idle.rs`, D26); hyper owns HTTP/1 and
-//! HTTP/2 framing; the warp filter in `routes.rs` owns what a request means (path, method,
-//! key, media type, body, D3-D5). Folding them into one would mean writing either framing or
-//! socket bounds by hand.
+//! hyper over each accepted connection. The three layers each own what the others cannot:
+//! this loop (and `conn.rs`) owns the socket: TLS, the per-address and total caps, timeouts
+//! before hyper has a request (`early.rs`, `idle.rs`, D26), and the early look at every HTTP/1
+//! request head before hyper reads it (`h1.rs`, `head.rs`, `wire.rs`, `message.rs`, D42);
+//! hyper owns HTTP/1 and HTTP/2 framing (bodies, chunks, streams); the warp filter in
+//! `routes.rs` owns what a request means (path, method, key, media type, body, D3-D5). The
+//! admin listener (`ops.rs`) runs through the same loop with its own routes.
 
 pub mod auth;
 pub mod body;
+mod chunked;
 pub mod conn;
 pub mod console;
 mod early;
+mod h1;
+pub mod head;
 pub mod idle;
+pub mod ids;
+mod message;
 pub mod ops;
 pub mod peers;
 pub mod receipts;
 pub mod reply;
 pub mod routes;
 pub mod tls;
+mod wire;
 
 use crate::intake::Intake;
+use crate::metrics::Metrics;
+use crate::telemetry::RequestLog;
 use auth::Auth;
 use conn::ConnSettings;
 use hyper_util::service::TowerToHyperService;
+pub use ids::RequestIds;
 use peers::Peers;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -69,86 +78,40 @@ pub struct App {
     pub receipts: bool,
 }
 
-/// Request identifiers (D4): the client's `x-request-id` when it is a sane token, else a new
-/// one: a random per-process prefix and a counter, unique across restarts.
-pub struct RequestIds {
-    prefix: String,
-    /// The prefix's random bits, the high half of every nonce.
-    seed: u64,
-    next: AtomicU64,
-}
-
-impl Default for RequestIds {
-    fn default() -> Self {
-        let mut seed = [0u8; 4];
-        let _ = getrandom::fill(&mut seed);
-        Self {
-            prefix: hex::encode(seed),
-            seed: u64::from(u32::from_le_bytes(seed)) << 32,
-            next: AtomicU64::new(1),
-        }
-    }
-}
-
-impl RequestIds {
-    /// A new identifier (for answers written before a request's headers are known).
-    pub fn fresh(&self) -> String {
-        format!(
-            "{}{:08x}",
-            self.prefix,
-            self.next.fetch_add(1, Ordering::Relaxed)
-        )
-    }
-
-    /// A number no other request of this process gets (receipts tell requests that share
-    /// an `x-request-id` apart with it).
-    pub fn nonce(&self) -> u64 {
-        self.seed ^ self.next.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Whether `v` can be a request id: 1 to 64 letters, digits and `-_.:`.
-    pub fn is_id(v: &str) -> bool {
-        (1..=64).contains(&v.len())
-            && v.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.:".contains(&b))
-    }
-
-    /// The identifier of a request with these headers.
-    pub fn for_request(&self, headers: &http::HeaderMap) -> String {
-        let given = headers
-            .get("x-request-id")
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| Self::is_id(v));
-        match given {
-            Some(v) => v.to_string(),
-            None => format!(
-                "{}{:08x}",
-                self.prefix,
-                self.next.fetch_add(1, Ordering::Relaxed)
-            ),
-        }
-    }
+/// What a listener's connections need for the answers they write themselves (`early.rs`):
+/// request ids, the request log (D36, D44) and, on the intake listener, the metrics.
+pub struct Edge {
+    /// Ids of answers written before the routes.
+    pub request_ids: RequestIds,
+    /// The request log and its counts.
+    pub request_log: Arc<RequestLog>,
+    /// Request counters; `None` on the admin listener, whose requests are not counted.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 /// How long connections in flight may take to finish once shutdown starts.
 pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 
-/// Serves `app` on `listener` until `shutdown` completes, then lets connections in flight
+/// Serves `routes` on `listener` until `shutdown` completes, then lets connections in flight
 /// finish (up to [`DRAIN_DEADLINE`]). At most `max_connections` are served at once, each
 /// counted from before its accept to its close, TLS handshake and HTTP/2 preface included;
 /// further ones wait in the listen queue. One client address holds at most
 /// `settings.max_connections_per_ip` of them; a further connection from it is closed at once
 /// (D26).
-pub async fn serve(
+pub async fn serve<T>(
     listener: TcpListener,
-    app: Arc<App>,
+    routes: T,
+    edge: Edge,
     settings: ConnSettings,
     max_connections: usize,
     shutdown: impl Future<Output = ()>,
-) {
-    let service = warp::service(routes::routes(Arc::clone(&app)));
+) where
+    T: Clone + Send + 'static,
+    TowerToHyperService<T>: conn::Routes,
+{
     let peers = Peers::new(settings.max_connections_per_ip);
     let settings = Arc::new(settings);
+    let edge = Arc::new(edge);
     let slots = Arc::new(Semaphore::new(max_connections));
     // Each connection holds a receiver: the sender learns when the last one has ended.
     let (stop, _) = watch::channel(false);
@@ -164,11 +127,18 @@ pub async fn serve(
         let Some(admitted) = peers.admit(peer.ip()) else {
             continue; // dropping the stream closes it; the slot is free again
         };
-        let svc = TowerToHyperService::new(service.clone());
-        let stopping = stop.subscribe();
-        let (settings, app) = (Arc::clone(&settings), Arc::clone(&app));
+        let service = TowerToHyperService::new(routes.clone());
+        let stop = stop.subscribe();
+        let (settings, edge) = (Arc::clone(&settings), Arc::clone(&edge));
         tokio::spawn(async move {
-            conn::serve(stream, peer, &settings, &app, svc, stopping).await;
+            let serving = conn::Serving {
+                peer,
+                settings: &settings,
+                edge: &edge,
+                service,
+                stop,
+            };
+            conn::serve(stream, serving).await;
             drop((admitted, slot));
         });
     }

@@ -1,15 +1,16 @@
 //! The admin listener (loopback by default): `/healthz`, `/readyz` and `/metrics` for the
-//! operator's monitoring. Served by warp on its own port, apart from the ERP-facing one.
+//! operator's monitoring, on its own port apart from the ERP-facing one, through the same
+//! connection loop and rules (`super::serve`: header timeout, connection caps, the early look
+//! of D42) with these routes.
 
 use crate::metrics::Metrics;
 use crate::queue::Store;
-use http::StatusCode;
+use http::{Method, StatusCode};
 use serde_json::json;
 use std::convert::Infallible;
-use std::future::Future;
 use std::sync::Arc;
-use tokio::net::TcpListener;
 use warp::Filter;
+use warp::path::FullPath;
 use warp::reply::Response;
 
 /// What the checks look at.
@@ -81,32 +82,40 @@ async fn metrics(ops: Arc<Ops>) -> Response {
     r
 }
 
-/// Serves the admin routes on `listener` until `shutdown` completes.
-pub async fn serve(
-    listener: TcpListener,
-    ops: Arc<Ops>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) {
-    let with = move || {
-        let ops = Arc::clone(&ops);
-        warp::any().map(move || Arc::clone(&ops))
-    };
-    let healthz =
-        warp::path!("healthz").map(|| json_reply(StatusCode::OK, json!({"status": "ok"})));
-    let readyz = warp::path!("readyz").and(with()).then(ready);
-    let metrics = warp::path!("metrics").and(with()).then(metrics);
-    let routes = warp::get()
-        .and(healthz.or(readyz).unify().or(metrics).unify())
-        .recover(|_| async {
-            Ok::<_, Infallible>(json_reply(
-                StatusCode::NOT_FOUND,
-                json!({"status": "FAILED", "message": "GET /healthz, /readyz or /metrics"}),
-            ))
+/// Most connections the admin listener serves at once (monitoring needs a few; the intake
+/// listener's `max_connections_per_ip` applies too).
+pub const MAX_CONNECTIONS: usize = 32;
+
+/// The methods each admin path serves.
+const ALLOW: &str = "GET, HEAD";
+
+/// The admin routes: GET (or HEAD) `/healthz`, `/readyz`, `/metrics`; 405 with `Allow` for any
+/// other method on them (D42), 404 elsewhere.
+pub fn routes(ops: Arc<Ops>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
+    warp::method()
+        .and(warp::path::full())
+        .and(warp::any().map(move || Arc::clone(&ops)))
+        .then(|method: Method, path: FullPath, ops: Arc<Ops>| async move {
+            // `*` is a target without a path (`CONNECT host:port`, `OPTIONS *`, `conn.rs`).
+            let known = ["/healthz", "/readyz", "/metrics", "*"].contains(&path.as_str());
+            if known && method != Method::GET && method != Method::HEAD {
+                let message = format!("method {method} is not allowed; use {ALLOW}");
+                let mut r = json_reply(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    json!({"status": "FAILED", "message": message}),
+                );
+                r.headers_mut()
+                    .insert(http::header::ALLOW, http::HeaderValue::from_static(ALLOW));
+                return r;
+            }
+            match path.as_str() {
+                "/healthz" => json_reply(StatusCode::OK, json!({"status": "ok"})),
+                "/readyz" => ready(ops).await,
+                "/metrics" => metrics(ops).await,
+                _ => json_reply(
+                    StatusCode::NOT_FOUND,
+                    json!({"status": "FAILED", "message": "GET /healthz, /readyz or /metrics"}),
+                ),
+            }
         })
-        .unify();
-    warp::serve(routes)
-        .incoming(listener)
-        .graceful(shutdown)
-        .run()
-        .await;
 }

@@ -21,7 +21,11 @@ pub enum ApiError {
          older than the retention)"
     )]
     NoReceipt(String),
-    /// A method the path does not take (405): POST on interface paths, GET on receipts.
+    /// A request target that is no path, for a method other than CONNECT and OPTIONS (400).
+    #[error("the request target is not a path; send a path such as /general-ledger-codes/v1")]
+    NotAPath,
+    /// A method the path does not take (405, D42): POST on interface paths, GET on receipts
+    /// and the console.
     #[error("method {0} is not allowed; use {1}")]
     MethodNotAllowed(String, &'static str),
     /// Authentication failed (401, 403).
@@ -155,7 +159,9 @@ impl ApiError {
             Self::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             Self::Intake(IntakeError::Internal(_)) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            Self::BodyRead(_) | Self::Intake(IntakeError::Structure(_)) => StatusCode::BAD_REQUEST,
+            Self::BodyRead(_) | Self::NotAPath | Self::Intake(IntakeError::Structure(_)) => {
+                StatusCode::BAD_REQUEST
+            }
             Self::Intake(IntakeError::Storage(_)) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }

@@ -80,6 +80,21 @@ async fn handle(
         }
         return response;
     }
+    if let Some(refused) = not_served(&method, path.as_str(), &app.console) {
+        let mut response = refused.response(&request_id);
+        if let Ok(v) = HeaderValue::from_str(&request_id) {
+            response.headers_mut().insert("x-request-id", v);
+        }
+        let status = response.status().as_u16();
+        app.metrics
+            .request("-", status, 0, 0, started.elapsed().as_secs_f64());
+        let peer = conn.map(|c| c.peer);
+        if app.request_log.answered(status, peer.map(|p| p.ip())) {
+            let peer = peer.map_or_else(|| "-".to_string(), |p| p.to_string());
+            tracing::info!(request_id, peer, key = "-", interface = "-", status, %method, "request");
+        }
+        return response;
+    }
     let mut key_name = None;
     let mut state = BodyState::Unread;
     if let Some(id) = path.as_str().strip_prefix("/requests/") {
@@ -129,21 +144,42 @@ async fn handle(
     let elapsed = started.elapsed().as_secs_f64();
     app.metrics
         .request(interface, status, accepted, failed, elapsed);
-    if !app.request_log.answered(status) {
+    let peer = conn.map(|c| c.peer);
+    if !app.request_log.answered(status, peer.map(|p| p.ip())) {
         return response;
     }
+    let peer = peer.map_or_else(|| "-".to_string(), |p| p.to_string());
     let latency_ms = format_args!("{:.3}", elapsed * 1000.0);
     match &result {
         Err(ApiError::Intake(crate::intake::IntakeError::Storage(e))) => tracing::error!(
-            request_id, key, interface, status, error = %e, %latency_ms,
+            request_id, peer, key, interface, status, error = %e, %latency_ms,
             "request failed: queue storage"),
         Err(ApiError::Intake(crate::intake::IntakeError::Internal(e))) => tracing::error!(
-            request_id, key, interface, status, error = %e, %latency_ms,
+            request_id, peer, key, interface, status, error = %e, %latency_ms,
             "request failed: internal error"),
         _ => tracing::info!(
-            request_id, key, interface, status, accepted, failed, %latency_ms, "request"),
+            request_id, peer, key, interface, status, accepted, failed, %latency_ms, "request"),
     }
     response
+}
+
+/// The methods a request whose target is not a path may use anywhere on this server.
+const ANY_PATH: &str = "GET, HEAD, POST";
+
+/// The refusal of a method the path does not serve, where the interfaces' own check does not
+/// reach (D42): the console's paths serve GET and HEAD; a target that is no path (`conn.rs`
+/// hands those on as `*`) is answered 405 for `CONNECT` and `OPTIONS`, 400 otherwise.
+fn not_served(method: &Method, path: &str, console: &super::console::Console) -> Option<ApiError> {
+    if path == "*" {
+        return Some(if method == Method::CONNECT || method == Method::OPTIONS {
+            ApiError::MethodNotAllowed(method.to_string(), ANY_PATH)
+        } else {
+            ApiError::NotAPath
+        });
+    }
+    console
+        .serves(path)
+        .then(|| ApiError::MethodNotAllowed(method.to_string(), "GET, HEAD"))
 }
 
 /// Reads and drops the rest of a body left unread by an early answer, when it is small

@@ -10,6 +10,7 @@ use crate::shape::Shape;
 use crate::tree::{Ref, Tree};
 use crate::validate::Validator;
 use crate::validate::messages::{Step, Violation, sort_in_document_order};
+use crate::validate::written::AsWritten;
 use crate::validate::{envelope, fast};
 use crate::xml;
 use std::sync::Arc;
@@ -143,6 +144,7 @@ impl Checker {
         let lead: Vec<(&str, &str)> = accounting_type
             .map(|t| vec![("accountingType", t)])
             .unwrap_or_default();
+        let written = AsWritten::new(body);
         let mut duplicates = duplicates.into_iter().peekable();
         let mut errors = Errors::default();
         let mut failed = 0;
@@ -161,6 +163,8 @@ impl Checker {
             if any_duplicate {
                 sort_in_document_order(record, &mut violations);
             }
+            let shown = MAX_ERROR_ENTRIES.saturating_sub(errors.shown.len());
+            written.reword(index, record, &mut violations, shown);
             if violations.is_empty() && unshown == 0 {
                 let key = queue_key(iface, shape, accounting_type, record)?;
                 let xml = xml::record(shape, iface.xml_record, &lead, record);

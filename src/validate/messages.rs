@@ -96,7 +96,8 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-fn lookup<'a>(root: &'a Value, steps: &[Step]) -> Option<&'a Value> {
+/// The value at `steps` in `root`.
+pub(super) fn lookup<'a>(root: &'a Value, steps: &[Step]) -> Option<&'a Value> {
     steps.iter().try_fold(root, |v, step| match step {
         Step::Key(k) => v.get(k.as_str()),
         Step::Index(i) => v.get(*i),

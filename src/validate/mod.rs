@@ -9,6 +9,7 @@ pub mod formats;
 pub mod json;
 pub mod messages;
 pub mod numbers;
+pub mod written;
 
 use crate::interfaces::{INTERFACES, Interface, builtin_schema};
 use crate::shape::Shape;

@@ -86,6 +86,15 @@ fn shown(text: &str) -> &str {
     }
 }
 
+/// Rewrites a number message of this module that shows `parsed` (the parser's text of the
+/// number) to show `written` (the client's own text, D23 addendum) instead.
+pub fn reword(message: &mut String, parsed: &str, written: &str) {
+    let old = format!("number {} ", shown(parsed));
+    if let Some(rest) = message.strip_prefix(&old) {
+        *message = format!("number {} {rest}", shown(written));
+    }
+}
+
 fn integer(text: &str, steps: &[At<'_>], out: &mut Vec<Violation>) {
     let Some(d) = Decimal::parse(text) else {
         return;

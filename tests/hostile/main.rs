@@ -1,6 +1,7 @@
-//! Hostile input (D23 to D27): numbers, duplicate keys, encodings, connections and budgets,
-//! each shown over real sockets against the real service, and property tests that mutate
-//! bodies generated from every interface's schema.
+//! Hostile input (D23 to D27, D42 to D44): numbers, duplicate keys, encodings, connections and
+//! HTTP/1.1 framing, budgets, request ids and log volume, each shown over real sockets against
+//! the real service; property tests that mutate bodies generated from every interface's schema,
+//! and that hold the early look at request heads to hyper's reading of them.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -15,10 +16,13 @@ mod budgets;
 mod connections;
 mod duplicates;
 mod encoding;
+mod exposure;
 mod fuzz;
+mod heads;
 mod meter;
 mod numbers;
 mod pressure;
+mod shapes;
 
 #[global_allocator]
 static METER: meter::Meter = meter::Meter;

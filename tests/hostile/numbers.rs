@@ -39,6 +39,17 @@ fn record_with(iface: &Interface, at: &str, text: &str) -> Value {
     record
 }
 
+/// The request body of one such record, the number in it exactly as `text` writes it
+/// (serializing a parsed number would rewrite its exponent).
+fn body_with(iface: &Interface, at: &str, text: &str) -> String {
+    const MARK: &str = "@@number@@";
+    let mut record = fixture(stem(iface), "full");
+    *record.pointer_mut(at).unwrap() = Value::String(MARK.into());
+    envelope(&[record])
+        .to_string()
+        .replace(&format!("\"{MARK}\""), text)
+}
+
 /// The queue key of a fixture record (D15).
 fn key_of(iface: &Interface, record: &Value) -> String {
     let org = record["organization"].as_str().unwrap_or("main");
@@ -52,7 +63,7 @@ fn key_of(iface: &Interface, record: &Value) -> String {
 /// POSTs one record with `text` at `at` and expects it refused with exactly `message` there.
 fn expect_refused(app: &TestApp, path: &str, at: &str, text: &str, message: &str) {
     let iface = iface(path);
-    let r = app.post_records(&post_path(iface), &[record_with(iface, at, text)]);
+    let r = app.post(&post_path(iface), &body_with(iface, at, text));
     let case = format!("{path} {at} = {}", &text[..text.len().min(40)]);
     assert_eq!(r.status, 400, "{case}: {}", r.text);
     assert_eq!(r.counts(), (1, 0, 1), "{case}");
@@ -118,18 +129,19 @@ fn integer_fields_hold_whole_numbers_up_to_i64_max_written_canonically() {
         ] {
             expect_refused(&app, path, at, sent, NOT_INTEGER);
         }
-        for (sent, shown) in [
-            ("9223372036854775808", "9223372036854775808"),
-            ("1e99999999999", "1e+99999999999"),
-            ("1E+9223372036854775807", "1e+9223372036854775807"),
-            ("-1e19", "-1e+19"),
+        // D23 addendum: the number as the client wrote it.
+        for sent in [
+            "9223372036854775808",
+            "1e99999999999",
+            "1E+9223372036854775807",
+            "-1e19",
         ] {
             expect_refused(
                 &app,
                 path,
                 at,
                 sent,
-                &format!("number {shown} {OUT_OF_RANGE}"),
+                &format!("number {sent} {OUT_OF_RANGE}"),
             );
         }
     }
@@ -160,8 +172,8 @@ fn money_and_quantities_have_18_integer_digits_and_their_places_written_plain() 
             }
             let digits = |v: &str| format!("number {v} has more than 18 integer digits");
             let places_msg = |v: &str| format!("number {v} has more than {places} decimal places");
-            expect_refused(&app, path, at, "1e99999999999", &digits("1e+99999999999"));
-            expect_refused(&app, path, at, "1e400", &digits("1e+400"));
+            expect_refused(&app, path, at, "1e99999999999", &digits("1e99999999999"));
+            expect_refused(&app, path, at, "1e400", &digits("1e400"));
             expect_refused(
                 &app,
                 path,
@@ -255,4 +267,44 @@ fn exponents_are_never_expanded_in_memory() {
         "checking the bombs took {peak} bytes, the ordinary record {ordinary}"
     );
     writer.stop();
+}
+
+/// D23 addendum: `<v>` is the number exactly as the client wrote it, whatever the notation of
+/// its exponent (serde_json's text of all four of `1e400 1E400 1e+400 1E+400` is `1e+400`),
+/// in any record of a batch, sent as raw bytes over a socket.
+#[test]
+fn number_messages_show_the_number_exactly_as_written_d23() {
+    let app = TestApp::start();
+    let (path, at) = MONEY[2];
+    let iface = iface(path);
+    let digits = |v: &str| format!("number {v} has more than 18 integer digits");
+    let places = |v: &str| format!("number {v} has more than 2 decimal places");
+    let cases = [
+        ("1e400", digits("1e400")),
+        ("1E400", digits("1E400")),
+        ("1e+400", digits("1e+400")),
+        ("1E+400", digits("1E+400")),
+        ("-12.5E0400", digits("-12.5E0400")),
+        ("1e-3", places("1e-3")),
+        ("1.234E-1", places("1.234E-1")),
+    ];
+    for (sent, message) in cases {
+        // The number is in the second record; the first is valid.
+        let one = body_with(iface, at, sent);
+        let record = one
+            .strip_prefix(r#"{"objects":{"object":{"record":["#)
+            .and_then(|r| r.strip_suffix("]}}}"))
+            .unwrap();
+        let valid = fixture(stem(iface), "full").to_string();
+        let body = format!(r#"{{"objects":{{"object":{{"record":[{valid}, {record}]}}}}}}"#);
+        assert!(body.contains(sent), "{body}");
+        let raw = format!(
+            "POST {} HTTP/1.1\r\nHost: x\r\nx-api-key: {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            post_path(iface),
+            body.len()
+        );
+        let r = app.raw(raw.as_bytes());
+        assert_eq!(r.status, 207, "{sent}: {}", r.text);
+        assert_eq!(r.errors(), vec![(1, at.to_string(), message)], "{sent}");
+    }
 }

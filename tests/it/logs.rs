@@ -273,3 +273,47 @@ fn a_bad_requests_value_is_refused_naming_the_key() {
         );
     }
 }
+
+/// D44: each delivery to the platform is a debug line; at info the summary counts them, so a
+/// steady stream of deliveries adds a line a minute, not one per delivery.
+#[test]
+fn deliveries_are_counted_by_the_summary_not_logged_one_by_one_d44() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = config(dir.path(), "", "");
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("listen = \"\"", "listen = \"127.0.0.1:0\"");
+    std::fs::write(&file, text).unwrap();
+    let mut service = common::process::Service::start(&file, dir.path());
+    for code in 0..30 {
+        let body = envelope(&[gl(&format!("{code}"))]).to_string();
+        assert_eq!(post(service.addr, GL, &body, None).status, 202);
+    }
+    let admin = service.admin_addr().expect("the admin listener");
+    let delivered = || {
+        let mut r = agent()
+            .get(&format!("http://{admin}/metrics"))
+            .call()
+            .unwrap();
+        let text = r.body_mut().read_to_string().unwrap();
+        text.lines()
+            .find(|l| l.starts_with("ap_intake_delivered_records_total{"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    eventually("30 records delivered", Duration::from_secs(20), || {
+        delivered() == 30
+    });
+    assert_eq!(service.terminate().code(), Some(0));
+    let log = service.stderr();
+    let per_delivery: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("INFO delivered "))
+        .collect();
+    assert!(per_delivery.is_empty(), "{per_delivery:?}");
+    let summary = log
+        .lines()
+        .find(|l| l.contains("platform deliveries since the last summary"))
+        .unwrap_or_else(|| panic!("no delivery count in\n{log}"));
+    assert!(summary.contains("records=30"), "{summary}");
+}

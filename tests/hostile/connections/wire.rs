@@ -320,7 +320,7 @@ impl H2 {
 }
 
 /// An HPACK "literal header field without indexing, new name", no Huffman coding.
-fn literal(block: &mut Vec<u8>, name: &str, value: &str) {
+pub fn literal(block: &mut Vec<u8>, name: &str, value: &str) {
     assert!(name.len() < 127 && value.len() < 127, "short strings only");
     block.push(0);
     block.push(name.len() as u8);

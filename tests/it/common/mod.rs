@@ -202,6 +202,11 @@ impl TestApp {
         self.running.as_ref().unwrap().store()
     }
 
+    /// The admin listener's address.
+    pub fn ops_addr(&self) -> SocketAddr {
+        self.running.as_ref().unwrap().ops_addr.unwrap()
+    }
+
     /// Where the admin listener (`/healthz`, `/readyz`, `/metrics`) listens.
     pub fn ops_url(&self, path: &str) -> String {
         format!(

@@ -3,16 +3,23 @@
 //!
 //! Under journald (D36) each stderr line starts with its syslog priority (`<3>` error, `<4>`
 //! warn, `<6>` info, `<7>` debug) and text lines carry no timestamp (journald adds its own).
-//! Which requests get a line of their own is `[log] requests`; all of them are counted for a
-//! summary line per minute with traffic ([`RequestLog`], [`Summary`]).
+//! Which requests get a line of their own is `[log] requests`, and refusals (4xx) only up to a
+//! number a minute per client address and status ([`refusals`], D44); all of them are counted
+//! for a summary line per minute with traffic, beside the deliveries of that minute
+//! ([`RequestLog`], [`Summary`]).
+
+pub mod refusals;
+mod summary;
+
+pub use summary::{Deliveries, SUMMARY_EVERY, Summary, summary_line};
 
 pub use crate::config::RequestLines;
 use crate::config::{Log, LogFormat};
+use refusals::Refusals;
 use std::fmt;
-use std::sync::Arc;
+use std::net::IpAddr;
+
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
-use tokio::task::JoinHandle;
 use tracing::{Event, Level, Subscriber};
 use tracing_appender::non_blocking::WorkerGuard;
 use tracing_appender::rolling::{RollingFileAppender, Rotation};
@@ -180,17 +187,15 @@ impl RequestLines {
     }
 }
 
-/// How often the summary line is written (while there is traffic).
-pub const SUMMARY_EVERY: Duration = Duration::from_secs(60);
-
 /// The lowest status counted; statuses are three digits.
 const FIRST_STATUS: u16 = 100;
 
 /// The per-request log policy and the requests answered since the last summary, one atomic
-/// counter per status: counting costs one relaxed add, no lock.
+/// counter per status: counting costs one relaxed add, no lock (refusals take one, D44).
 pub struct RequestLog {
     lines: RequestLines,
     counts: Box<[AtomicU64]>,
+    refusals: Refusals,
 }
 
 impl RequestLog {
@@ -199,16 +204,26 @@ impl RequestLog {
         Self {
             lines,
             counts: (FIRST_STATUS..1000).map(|_| AtomicU64::new(0)).collect(),
+            refusals: Refusals::default(),
         }
     }
 
-    /// Counts a request answered with `status`; true when it gets a line of its own.
-    pub fn answered(&self, status: u16) -> bool {
+    /// Counts a request from `peer` answered with `status`; true when it gets a line of its
+    /// own: as `[log] requests` says, and for a refusal (4xx) only among the first of the
+    /// minute from that address (D44).
+    pub fn answered(&self, status: u16, peer: Option<IpAddr>) -> bool {
         let slot = usize::from(status.clamp(FIRST_STATUS, 999) - FIRST_STATUS);
         if let Some(c) = self.counts.get(slot) {
             c.fetch_add(1, Ordering::Relaxed);
         }
         self.lines.wants(status)
+            && (!(400..500).contains(&status) || self.refusals.admit(peer, status))
+    }
+
+    /// A TLS handshake from `peer` failed; true when it gets a line of its own (D44: as a
+    /// refusal, ten a minute per address, whatever `[log] requests` says).
+    pub fn handshake_failed(&self, peer: IpAddr) -> bool {
+        self.refusals.admit(Some(peer), refusals::HANDSHAKE)
     }
 
     /// The counts since the last call, by status (ascending, zeros left out), reset to zero.
@@ -222,67 +237,10 @@ impl RequestLog {
     }
 }
 
-/// `requests <period>: 202=1234 207=3 400=12`, or `None` without traffic.
-pub fn summary_line(counts: &[(u16, u64)], period: &str) -> Option<String> {
-    if counts.is_empty() {
-        return None;
-    }
-    let mut line = format!("requests {period}:");
-    for (status, n) in counts {
-        line.push_str(&format!(" {status}={n}"));
-    }
-    Some(line)
-}
-
-fn log_summary(log: &RequestLog, period: &str) {
-    if let Some(line) = summary_line(&log.take(), period) {
-        tracing::info!("{line}");
-    }
-}
-
-/// The task writing the summary line every [`SUMMARY_EVERY`] with traffic.
-pub struct Summary {
-    task: JoinHandle<()>,
-    log: Arc<RequestLog>,
-}
-
-impl Summary {
-    /// Starts the task (inside a tokio runtime).
-    pub fn start(log: Arc<RequestLog>) -> Self {
-        Self::every(log, SUMMARY_EVERY)
-    }
-
-    fn every(log: Arc<RequestLog>, every: Duration) -> Self {
-        let period = if every == SUMMARY_EVERY {
-            "in the last minute".to_string()
-        } else {
-            format!("in the last {} ms", every.as_millis())
-        };
-        let counted = Arc::clone(&log);
-        let task = tokio::spawn(async move {
-            let start = tokio::time::Instant::now() + every;
-            let mut ticks = tokio::time::interval_at(start, every);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                ticks.tick().await;
-                log_summary(&counted, &period);
-            }
-        });
-        Self { task, log }
-    }
-
-    /// Stops the task and writes what was counted since its last line (call it once the
-    /// requests in flight are answered).
-    pub fn stop(self) {
-        self.task.abort();
-        log_summary(&self.log, "since the last summary");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
+    use std::sync::Arc;
 
     #[test]
     fn priorities_follow_syslog() {
@@ -300,18 +258,23 @@ mod tests {
     #[test]
     fn request_lines_follow_the_setting() {
         let failures = RequestLog::new(RequestLines::Failures);
-        assert!(!failures.answered(202) && !failures.answered(207));
-        assert!(failures.answered(400) && failures.answered(408) && failures.answered(503));
-        assert!(RequestLog::new(RequestLines::All).answered(202));
+        let peer = Some(IpAddr::from([10, 0, 0, 1]));
+        assert!(!failures.answered(202, peer) && !failures.answered(207, peer));
+        assert!(failures.answered(400, peer) && failures.answered(408, peer));
+        assert!(failures.answered(503, peer));
+        assert!(RequestLog::new(RequestLines::All).answered(202, peer));
         let off = RequestLog::new(RequestLines::Off);
-        assert!(!off.answered(202) && !off.answered(500));
+        assert!(!off.answered(202, peer) && !off.answered(500, peer));
+        // D44: refusals (4xx) from one address get ten lines a minute; errors all of theirs.
+        let lines = |status| (0..100).filter(|_| failures.answered(status, peer)).count();
+        assert_eq!((lines(401), lines(431), lines(500)), (10, 10, 100));
     }
 
     #[test]
     fn counts_by_status_and_reset_when_taken() {
         let log = RequestLog::new(RequestLines::Off);
         for status in [202, 400, 202, 207, 202, 400, 999, 0] {
-            log.answered(status);
+            log.answered(status, None);
         }
         assert_eq!(
             log.take(),
@@ -333,64 +296,12 @@ mod tests {
                 let log = Arc::clone(&log);
                 std::thread::spawn(move || {
                     for _ in 0..10_000 {
-                        let _ = log.answered(202);
+                        let _ = log.answered(202, None);
                     }
                 })
             })
             .collect();
         threads.into_iter().for_each(|t| t.join().unwrap());
         assert_eq!(log.take(), [(202, 40_000)]);
-    }
-
-    /// Captures what the summary task logs.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn the_summary_task_writes_a_line_only_for_periods_with_traffic() {
-        let out = Captured::default();
-        let sink = out.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || sink.clone())
-            .with_ansi(false)
-            .finish();
-        let _default = tracing::subscriber::set_default(subscriber);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        let log = Arc::new(RequestLog::new(RequestLines::Off));
-        let text = || String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
-        runtime.block_on(async {
-            let summary = Summary::every(Arc::clone(&log), Duration::from_millis(100));
-            log.answered(202);
-            log.answered(400);
-            tokio::time::sleep(Duration::from_millis(150)).await;
-            assert!(
-                text().contains("requests in the last 100 ms: 202=1 400=1"),
-                "{}",
-                text()
-            );
-            tokio::time::sleep(Duration::from_millis(300)).await; // periods without traffic
-            assert_eq!(text().lines().count(), 1, "{}", text());
-            log.answered(207);
-            summary.stop();
-        });
-        let text = text();
-        assert!(
-            text.contains("requests since the last summary: 207=1"),
-            "{text}"
-        );
-        assert_eq!(text.lines().count(), 2, "{text}");
     }
 }
