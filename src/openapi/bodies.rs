@@ -1,17 +1,35 @@
 //! The body schemas of the answers: the common body (D3), the short failure bodies (D4, D5)
-//! and the receipt (D38).
+//! and the receipt (D38). Every part is a component titled with its name, so that client
+//! generators name their types after it (D38 addendum).
 
 use serde_json::{Map, Value, json};
 
 /// Every answer body's schema, by component name.
 pub fn schemas() -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("ErrorEntry".into(), error_entry());
-    m.insert("Result".into(), result());
-    m.insert("Failure".into(), failure());
-    m.insert("AuthFailure".into(), auth_failure());
-    m.insert("Receipt".into(), receipt());
-    m
+    let parts = [
+        ("ErrorEntry", error_entry()),
+        ("ResultStatus", result_status()),
+        ("Result", result()),
+        ("Failure", failure()),
+        ("BadRequest", bad_request()),
+        ("AuthFailure", auth_failure()),
+        ("ReceiptState", receipt_state()),
+        ("ReceiptRecord", receipt_record()),
+        ("Receipt", receipt()),
+    ];
+    parts
+        .into_iter()
+        .map(|(name, mut schema)| {
+            if let Some(obj) = schema.as_object_mut() {
+                obj.shift_insert(0, "title".into(), json!(name));
+            }
+            (name.to_string(), schema)
+        })
+        .collect()
+}
+
+fn to(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
 }
 
 fn error_entry() -> Value {
@@ -45,12 +63,12 @@ fn result() -> Value {
         "required": ["status", "total", "succeeded", "failed", "errors", "message",
                      "request_id"],
         "properties": {
-            "status": {"type": "string", "enum": ["SUCCESS", "PARTIAL", "FAILED"]},
+            "status": to("ResultStatus"),
             "total": {"type": "integer", "minimum": 0},
             "succeeded": {"type": "integer", "minimum": 0},
             "failed": {"type": "integer", "minimum": 0,
                        "description": "Distinct failing records."},
-            "errors": {"type": "array", "items": {"$ref": "#/components/schemas/ErrorEntry"}},
+            "errors": {"type": "array", "items": to("ErrorEntry")},
             "message": {"type": "string"},
             "expected_format": {
                 "type": "string",
@@ -58,6 +76,24 @@ fn result() -> Value {
             },
             "request_id": {"type": "string"}
         }
+    })
+}
+
+fn result_status() -> Value {
+    json!({
+        "type": "string",
+        "enum": ["SUCCESS", "PARTIAL", "FAILED"],
+        "description": "SUCCESS: every record queued (or valid, in a dry run); PARTIAL: some; \
+                        FAILED: none."
+    })
+}
+
+fn bad_request() -> Value {
+    json!({
+        "description": "The 400 body: the common body (records or structure invalid), or the \
+                        short failure body when the request itself could not be read (a body \
+                        that is not gzip or not UTF-8, a malformed request head).",
+        "anyOf": [to("Result"), to("Failure")]
     })
 }
 
@@ -88,21 +124,25 @@ fn auth_failure() -> Value {
     })
 }
 
-fn receipt() -> Value {
-    let time = |what: &str| json!({"type": "string", "format": "date-time", "description": what});
-    let record = json!({
+fn receipt_state() -> Value {
+    json!({
+        "type": "string",
+        "enum": ["pending", "delivered", "rejected", "quarantined", "superseded"],
+        "description": "superseded: a later request replaced it before delivery; rejected: \
+                        refused by the platform, with its reason."
+    })
+}
+
+fn receipt_record() -> Value {
+    json!({
         "type": "object",
+        "description": "What became of one record.",
         "required": ["index", "key", "state", "updated_at", "reason"],
         "properties": {
             "index": {"type": "integer", "minimum": 0,
                       "description": "The record's position in the request (D1)."},
             "key": {"type": "string", "description": "The record's queue key (D15)."},
-            "state": {
-                "type": "string",
-                "enum": ["pending", "delivered", "rejected", "quarantined", "superseded"],
-                "description": "superseded: a later request replaced it before delivery; \
-                                rejected: refused by the platform, with its reason."
-            },
+            "state": to("ReceiptState"),
             "updated_at": {
                 "type": ["string", "null"], "format": "date-time",
                 "description": "When the record reached its state (UTC), where known."
@@ -112,16 +152,22 @@ fn receipt() -> Value {
                 "description": "Why it was rejected or quarantined."
             }
         }
-    });
+    })
+}
+
+fn receipt() -> Value {
     json!({
         "type": "object",
         "description": "What became of each record a request had accepted (D38).",
         "required": ["request_id", "received_at", "interface", "records"],
         "properties": {
             "request_id": {"type": "string"},
-            "received_at": time("When the request was received (UTC)."),
+            "received_at": {
+                "type": "string", "format": "date-time",
+                "description": "When the request was received (UTC)."
+            },
             "interface": {"type": "string", "description": "The interface's path."},
-            "records": {"type": "array", "items": record}
+            "records": {"type": "array", "items": to("ReceiptRecord")}
         }
     })
 }

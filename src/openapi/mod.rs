@@ -4,12 +4,15 @@
 //! - `record.rs`: a record's draft-07 schema as an OpenAPI 3.1 (JSON Schema 2020-12) schema;
 //! - `bodies.rs`, `responses.rs`: the answers of D1-D5, D26, D27 and D38, with their body
 //!   schemas and examples;
+//! - `parts.rs`: the record cut into named components, for client generators;
 //! - `paths.rs`: the operations (interfaces, alias paths, dry runs, receipts).
 //!
 //! Each interface's request body is the envelope `{"objects":{"object":{"record":[...]}}}`
-//! around its record schema; its example holds the records of the schema's `examples`.
+//! around its record schema, each level a component (`<Stem>Request`, `<Stem>Objects`,
+//! `<Stem>Object`); its example holds the records of the schema's `examples`.
 
 mod bodies;
+mod parts;
 mod paths;
 mod record;
 mod responses;
@@ -25,6 +28,11 @@ pub fn document(validator: &Validator, accounting_types: &[String], sandbox: boo
     let cx = Context { sandbox };
     let mut path_items = Map::new();
     let mut schemas = bodies::schemas();
+    schemas.insert("AccountingType".into(), accounting_type(accounting_types));
+    for iface in &INTERFACES {
+        schemas.extend(envelope(&paths::name(iface)));
+    }
+    let mut taken = parts::names(&schemas);
     let mut request_bodies = Map::new();
     for iface in &INTERFACES {
         let loaded = validator
@@ -33,9 +41,8 @@ pub fn document(validator: &Validator, accounting_types: &[String], sandbox: boo
             .unwrap_or_else(|| json!({"type": "object"}));
         let stem = paths::name(iface);
         let converted = record::convert(&loaded, &stem);
-        schemas.insert(format!("{stem}Request"), envelope(&stem));
-        schemas.insert(format!("{stem}Record"), converted.record);
-        schemas.extend(converted.definitions);
+        let cut = parts::split(&stem, converted.record, converted.definitions, &mut taken);
+        schemas.extend(cut);
         request_bodies.insert(stem.clone(), request_body(iface, &stem, &loaded));
         for path in std::iter::once(iface.path).chain(iface.aliases.iter().copied()) {
             let at = At {
@@ -106,18 +113,28 @@ fn info(sandbox: bool) -> Value {
     })
 }
 
-/// The shared parameters: `accountingType` with the configured types as its enum.
+/// The configured accounting object types, one component for every path that takes them.
+fn accounting_type(accounting_types: &[String]) -> Value {
+    json!({
+        "title": "AccountingType",
+        "type": "string",
+        "enum": accounting_types,
+        "description": "An accounting object type: one of [accounting_objects] types."
+    })
+}
+
+/// The shared parameters: `accountingType`, of the configured types.
 fn parameters(accounting_types: &[String]) -> Value {
-    let mut types = json!({"type": "string", "enum": accounting_types});
+    let mut accounting_type = json!({
+        "name": "accountingType", "in": "query", "required": true,
+        "description": "The accounting object type: one of [accounting_objects] types.",
+        "schema": {"$ref": "#/components/schemas/AccountingType"}
+    });
     if let Some(first) = accounting_types.first() {
-        types["example"] = json!(first);
+        accounting_type["example"] = json!(first);
     }
     json!({
-        "AccountingType": {
-            "name": "accountingType", "in": "query", "required": true,
-            "description": "The accounting object type: one of [accounting_objects] types.",
-            "schema": types
-        },
+        "AccountingType": accounting_type,
         "RequestId": {
             "name": "x-request-id", "in": "header", "required": false,
             "description": "Your own request id, echoed in the answer (D4): 1-64 letters, \
@@ -127,16 +144,39 @@ fn parameters(accounting_types: &[String]) -> Value {
     })
 }
 
-/// `{"objects":{"object":{"record":[<record>]}}}`.
-fn envelope(stem: &str) -> Value {
-    let record = json!({"$ref": format!("#/components/schemas/{stem}Record")});
-    let nest = |name: &str, inner: Value| {
+/// `{"objects":{"object":{"record":[<record>]}}}`, a component for each level.
+fn envelope(stem: &str) -> [(String, Value); 3] {
+    let level = |name: String, field: &str, inner: Value, description: String| {
         let mut properties = Map::new();
-        properties.insert(name.into(), inner);
-        json!({"type": "object", "required": [name], "properties": properties})
+        properties.insert(field.into(), inner);
+        let schema = json!({
+            "title": name, "description": description, "type": "object",
+            "required": [field], "properties": properties
+        });
+        (name, schema)
     };
-    let records = json!({"type": "array", "minItems": 1, "items": record});
-    nest("objects", nest("object", nest("record", records)))
+    let to = |name: &str| json!({"$ref": format!("#/components/schemas/{stem}{name}")});
+    let records = json!({"type": "array", "minItems": 1, "items": to("Record")});
+    [
+        level(
+            format!("{stem}Request"),
+            "objects",
+            to("Objects"),
+            format!("The request body: the envelope around {stem}Record records."),
+        ),
+        level(
+            format!("{stem}Objects"),
+            "object",
+            to("Object"),
+            "The envelope's second level.".into(),
+        ),
+        level(
+            format!("{stem}Object"),
+            "record",
+            records,
+            "The envelope's third level: the records, one or more.".into(),
+        ),
+    ]
 }
 
 /// The request body of an interface, with the records of its schema's `examples`.

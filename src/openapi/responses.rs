@@ -173,6 +173,8 @@ fn invalid() -> Value {
         body
     };
     let bad_date = "string \"2024-02-30\" is not a valid calendar date";
+    let unreadable =
+        ApiError::BodyRead("the gzip body cannot be decoded: invalid gzip header".into());
     let all_or_nothing = result(
         "FAILED",
         [0, 0, 0],
@@ -183,10 +185,12 @@ fn invalid() -> Value {
         "Nothing was queued (D3): no record is valid (total n, failed n); or the envelope \
          or the query is wrong (a structure failure: totals 0, one error at index 0, \
          expected_format); or a record of a payment confirmation is invalid (all-or-nothing: \
-         totals 0, every violation listed). A body that could not be read gets the short \
-         failure body.",
-        "Result",
+         totals 0, every violation listed). A request that could not be read (a body that \
+         is not gzip or not UTF-8 JSON text, a malformed request head) gets the short failure \
+         body.",
+        "BadRequest",
         &[
+            ("unreadable", "A body that is not gzip", failure(unreadable)),
             ("records", "No record valid", records),
             (
                 "structure",

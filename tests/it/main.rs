@@ -16,6 +16,7 @@ mod common;
 mod batches;
 mod binary;
 mod cli;
+mod clients;
 mod cluster;
 mod console;
 mod crash;

@@ -3,8 +3,11 @@
 //! service accepts, every answer of D1-D5, D26, D27 described, the accountingType enum from
 //! the config, the key scheme (none in sandbox).
 
+mod fit;
+
 use crate::common;
 use common::*;
+use fit::Fit;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -114,7 +117,7 @@ fn example_request(doc: &Value, path: &str) -> (Value, String) {
         let p = resolve(doc, p);
         if p["in"] == "query" {
             assert_eq!(p["required"], true, "{path}: {p}");
-            let value = p["schema"]["enum"][0].as_str().unwrap();
+            let value = resolve(doc, &p["schema"])["enum"][0].as_str().unwrap();
             query = format!("?{}={value}", p["name"].as_str().unwrap());
         }
     }
@@ -173,7 +176,8 @@ fn every_interface_path_has_an_example_the_service_accepts() {
         assert_eq!(r.status, 200, "{}", r.text);
         assert_documented(&doc, "/requests/{request_id}", "get", &r);
         let documented = &doc["components"]["schemas"]["Receipt"];
-        let record_fields = &documented["properties"]["records"]["items"]["required"];
+        let record = resolve(&doc, &documented["properties"]["records"]["items"]);
+        let record_fields = &record["required"];
         let fields: BTreeSet<String> = record_fields
             .as_array()
             .unwrap()
@@ -199,6 +203,7 @@ const CODES: [&str; 14] = [
 fn every_answer_is_described_with_its_body_schema_and_an_example() {
     let app = TestApp::start();
     let doc = document(&app);
+    let mut fit = Fit::new(&doc);
     let operations = interface_paths().into_iter().flat_map(|(path, iface)| {
         // The dry run answers 200 where the interface answers 202 (D38).
         [
@@ -207,6 +212,14 @@ fn every_answer_is_described_with_its_body_schema_and_an_example() {
         ]
     });
     for (path, iface, ok) in operations {
+        let body = resolve(&doc, &doc["paths"][&path]["post"]["requestBody"]);
+        let media = &body["content"]["application/json"];
+        let fits = fit.media(media, &media["example"]);
+        assert!(
+            fits.is_ok(),
+            "{path} request example: {}",
+            fits.unwrap_err()
+        );
         let responses = doc["paths"][&path]["post"]["responses"]
             .as_object()
             .unwrap();
@@ -227,16 +240,11 @@ fn every_answer_is_described_with_its_body_schema_and_an_example() {
                     .is_some_and(|d| !d.is_empty())
             );
             let media = &response["content"]["application/json"];
-            let schema = resolve(&doc, &media["schema"]);
-            assert_eq!(schema["type"], "object", "{path} {code}");
             let examples = media["examples"].as_object().unwrap();
             assert!(!examples.is_empty(), "{path} {code}");
             for (name, example) in examples {
-                let value = &example["value"];
-                for field in schema["required"].as_array().unwrap() {
-                    let field = field.as_str().unwrap();
-                    assert!(value.get(field).is_some(), "{path} {code} {name}: {field}");
-                }
+                let fits = fit.media(media, &example["value"]);
+                assert!(fits.is_ok(), "{path} {code} {name}: {}", fits.unwrap_err());
             }
             let headers = response["headers"].as_object().unwrap();
             assert!(headers.contains_key("x-request-id"), "{path} {code}");
@@ -270,6 +278,10 @@ fn assert_documented(doc: &Value, path: &str, method: &str, reply: &Reply) {
         "{path} {code}: the real body {} has other fields than every example",
         reply.text
     );
+    // And it fits the schema declared for it, as a generated client parses it (D38).
+    let media = &resolve(doc, response)["content"]["application/json"];
+    let fits = Fit::new(doc).media(media, &reply.json());
+    assert!(fits.is_ok(), "{path} {code}: {}", fits.unwrap_err());
     assert!(reply.header("x-request-id").is_some());
 }
 
@@ -294,11 +306,18 @@ fn the_documented_bodies_are_the_real_ones() {
         &body,
         &[("x-api-key", GL_ONLY_KEY), json],
     );
-    let cases: [(&str, &str, u16, Reply); 16] = [
+    // A body that is not gzip: the short failure body (D5), also declared for 400.
+    let not_gzip = app.post_with(
+        gl,
+        &body,
+        &[("x-api-key", KEY), json, ("Content-Encoding", "gzip")],
+    );
+    let cases: [(&str, &str, u16, Reply); 17] = [
         (gl, "post", 202, app.post(gl, &body)),
         (gl, "post", 207, app.post(gl, &partial)),
         (gl, "post", 400, app.post(gl, &invalid)),
         (gl, "post", 400, app.post(gl, "{\"record\": []}")),
+        (gl, "post", 400, not_gzip),
         (gl, "post", 401, no_key(gl)),
         ("/vendor-data/v1", "post", 403, forbidden),
         (gl, "post", 404, app.post(&format!("{gl}/"), &body)),
@@ -331,6 +350,46 @@ fn the_documented_bodies_are_the_real_ones() {
         assert_eq!(reply.status, *status, "{method} {path}: {}", reply.text);
         assert_documented(&doc, path, method, reply);
     }
+}
+
+/// The answers other configs give (429, 503) fit the schemas declared for them too.
+#[test]
+fn the_answers_of_a_rate_limit_and_a_full_disk_are_the_documented_ones() {
+    let gl = "/general-ledger-codes/v1";
+    let limited = TestApp::start_with(
+        "",
+        &format!(
+            "[[api_keys]]\nname = \"limited\"\nsha256 = \"{}\"\ninterfaces = [\"*\"]\n\
+             rate_limit_per_second = 1\nburst = 1\n",
+            sha("limited-key")
+        ),
+    );
+    let doc = document(&limited);
+    let body = example_request(&doc, gl).0.to_string();
+    let send = |app: &TestApp, key: &str| {
+        app.post_with(
+            gl,
+            &body,
+            &[("x-api-key", key), ("Content-Type", "application/json")],
+        )
+    };
+    assert_eq!(send(&limited, "limited-key").status, 202);
+    let r = send(&limited, "limited-key");
+    assert_eq!(r.status, 429, "{}", r.text);
+    assert!(r.header("retry-after").is_some());
+    assert_documented(&doc, gl, "post", &r);
+    drop(limited);
+
+    // No filesystem has an exabyte free: every write that grows the queue is refused (D30).
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(&dir.path().join("data"), "", "");
+    let mut config =
+        ap_intake::config::Config::parse(&text, std::path::Path::new("t.toml")).unwrap();
+    config.storage.min_free_bytes = 1 << 60;
+    let full = TestApp::start_config(dir, config);
+    let r = send(&full, KEY);
+    assert_eq!(r.status, 503, "{}", r.text);
+    assert_documented(&document(&full), gl, "post", &r);
 }
 
 #[test]
@@ -401,7 +460,12 @@ fn the_accounting_type_parameter_lists_the_configured_types() {
         // Only the accounting objects take it.
         let gl = &doc["paths"]["/general-ledger-codes/v1"]["post"]["parameters"];
         assert!(!gl.to_string().contains("AccountingType"), "{gl}");
-        param["schema"]["enum"].clone()
+        // One component, shared by the interface and its dry run.
+        assert_eq!(
+            param["schema"],
+            json!({"$ref": "#/components/schemas/AccountingType"})
+        );
+        resolve(&doc, &param["schema"])["enum"].clone()
     };
     let app = TestApp::start();
     assert_eq!(
