@@ -130,7 +130,7 @@ fn look_around(browser: &Browser, op: &str) {
     let schema = browser.text_of(&format!("{op} .model-box"), "GeneralLedgerCodesV1Request");
     assert!(schema.contains("GeneralLedgerCodesV1Request"), "{schema}");
     let record = "//section[contains(@class,'models')]//article[.//strong[starts-with(text(),\
-                  'GL account code record')]]";
+                  'GeneralLedgerCodesV1Record')]]";
     browser.click(&format!(
         "{record}//button[contains(@class,'expand-deep-button')]"
     ));

@@ -115,6 +115,21 @@ fn python_classes(source: &str) -> Vec<String> {
         .collect()
 }
 
+/// The first ```` ```lang ```` block after the line starting with `after` in README.md's "A
+/// generated client", pointed at `url` with `key`: the README's examples run as tests.
+fn readme_example(after: &str, lang: &str, url: &str, key: &str) -> String {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = readme.split("\n### A generated client\n").nth(1).unwrap();
+    let from = section.find(&format!("\n{after}")).unwrap();
+    let fence = format!("```{lang}\n");
+    let start = from + section[from..].find(&fence).unwrap() + fence.len();
+    let end = start + section[start..].find("```").unwrap();
+    section[start..end]
+        .replace("http://127.0.0.1:8080", url.trim_end_matches('/'))
+        .replace("YOUR-KEY", key)
+}
+
 /// The GL code schema with one more field, `cost_owner` (an override, D14).
 fn gl_override(dir: &Path) {
     let gl_iface = crate::common::iface("/general-ledger-codes/v1");

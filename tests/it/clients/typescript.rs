@@ -120,7 +120,10 @@ fn a_script_on_openapi_fetch_compiles_under_tsc_strict_and_works() {
     let (_, file) = write_document(&app, dir.path());
     generate(&modules, &file, dir.path());
     std::fs::copy(support("gl_codes.ts"), dir.path().join("gl_codes.ts")).unwrap();
-    project(dir.path(), &modules, &["gl_codes.ts"]);
+    // README's example, as written there.
+    let example = readme_example("TypeScript, with", "ts", &app.url(""), KEY);
+    std::fs::write(dir.path().join("readme.ts"), &example).unwrap();
+    project(dir.path(), &modules, &["gl_codes.ts", "readme.ts"]);
     type_check(&modules, dir.path());
     run(Command::new(modules.join(".bin/tsc"))
         .arg("-p")
@@ -135,6 +138,8 @@ fn a_script_on_openapi_fetch_compiles_under_tsc_strict_and_works() {
         4,
         "{said}"
     );
+    let out = run(Command::new("node").arg(dir.path().join("out/readme.js")));
+    assert_eq!(text(&out).trim(), "202 1 record(s) queued", "{example}");
 }
 
 #[test]
