@@ -198,11 +198,11 @@ impl Budget {
             charge.add(true, p);
             return Ok(());
         }
-        if want <= units(SMALL_REQUEST_BYTES) {
-            if let Ok(p) = Arc::clone(&self.reserve).try_acquire_many_owned(need32) {
-                charge.add(false, p);
-                return Ok(());
-            }
+        if want <= units(SMALL_REQUEST_BYTES)
+            && let Ok(p) = Arc::clone(&self.reserve).try_acquire_many_owned(need32)
+        {
+            charge.add(false, p);
+            return Ok(());
         }
         Err(BudgetError::Busy)
     }

@@ -1,4 +1,6 @@
-//! ap-intake: an accounts-payable integration appliance.
+//! ap-intake: an accounts-payable integration appliance. This crate is the service (HTTP edge,
+//! intake, delivery, operator commands) over two libraries: `ap-intake-core` and
+//! `ap-intake-queue` (ARCHITECTURE.md).
 //!
 //! ERP systems POST JSON records to nine interfaces ([`interfaces`]). Each request is
 //! authenticated ([`http::auth`]), each record validated against its interface's JSON Schema
@@ -22,19 +24,17 @@ pub mod config;
 pub mod delivery;
 pub mod http;
 pub mod intake;
-pub mod interfaces;
 pub mod keys;
 pub mod live;
 pub mod metrics;
-pub mod number;
 pub mod offline;
 pub mod openapi;
-pub mod queue;
 pub mod reload;
 pub mod service;
-pub mod shape;
 pub mod status;
 pub mod telemetry;
-pub mod tree;
-pub mod validate;
-pub mod xml;
+
+// The two libraries below the service, under the names the service's modules use: the core
+// (ap-intake-core) and the queue (ap-intake-queue). Cargo keeps them from using the service.
+pub use ap_intake_core::{interfaces, number, shape, tree, validate, xml};
+pub use ap_intake_queue as queue;

@@ -127,7 +127,7 @@ impl Offline {
             .check_query(self.iface, self.query.as_deref())?;
         let (outcome, _) = self
             .checker
-            .check_records(self.iface, at.as_deref(), body, None)?;
+            .check_records(self.iface, at.as_deref(), body)?;
         Ok(outcome)
     }
 }

@@ -328,15 +328,15 @@ fn intake_run(
             println!("service {}", c.summary());
         }
         println!("service resident memory after the run: {rss:.1} MiB");
-        if side.nginx {
-            if let Some(n) = nginx::Nginx::start(dir) {
-                let mut base = runtime.block_on(intake::against_service(&[n.addr], load));
-                base.print("nginx static 202");
-                println!(
-                    "ratio service / nginx: {:.2}",
-                    run.records_per_sec() / base.records_per_sec()
-                );
-            }
+        if side.nginx
+            && let Some(n) = nginx::Nginx::start(dir)
+        {
+            let mut base = runtime.block_on(intake::against_service(&[n.addr], load));
+            base.print("nginx static 202");
+            println!(
+                "ratio service / nginx: {:.2}",
+                run.records_per_sec() / base.records_per_sec()
+            );
         }
         served = Some(run);
     }

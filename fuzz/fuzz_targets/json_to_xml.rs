@@ -1,7 +1,8 @@
-//! Arbitrary bytes through the service's JSON-to-XML path without HTTP: the first byte picks
-//! one of the nine interfaces, the rest is the request body, and `Intake::check_records` (the
-//! CPU part of every request: envelope, UTF-8, nesting and duplicate keys, validation, number
-//! rules, XML) runs on it exactly as the service runs it.
+//! Arbitrary bytes through the JSON-to-XML path of the core crate (`ap-intake-core`, nothing
+//! else: no queue, no HTTP): the first byte picks one of the nine interfaces, the rest is the
+//! request body, and `Checker::check_records` (the CPU part of every request: envelope, UTF-8,
+//! nesting and duplicate keys, validation, number rules, keys, XML) runs on it exactly as the
+//! service runs it.
 //!
 //! The fast path and the reference path must give the same answer (D14). Nothing may panic;
 //! every record the intake would queue must be well-formed XML carrying
@@ -9,38 +10,21 @@
 //! and the outcome's counts and indices must agree with D1-D3.
 #![no_main]
 
-use ap_intake::budget::Budget;
-use ap_intake::delivery::Waker;
-use ap_intake::intake::{Intake, IntakeError, Limits, Outcome, Status};
-use ap_intake::interfaces::{INTERFACES, Mode};
-use ap_intake::queue::{NewRecord, SqliteStore, Store, Writer};
-use ap_intake::validate::Validator;
+use ap_intake_core::check::{Accepted, CheckError, Checker, Outcome, Status};
+use ap_intake_core::interfaces::{INTERFACES, Mode};
+use ap_intake_core::validate::Validator;
 use libfuzzer_sys::fuzz_target;
 use quick_xml::events::Event;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
-/// One intake for the whole run, built as the service builds it (see
-/// benches/load/intake.rs); its queue lives in a temporary directory and is never written to:
-/// `check_records` only decides what would be queued.
-fn intake() -> &'static Intake {
-    static INTAKE: OnceLock<(Intake, tempfile::TempDir)> = OnceLock::new();
-    &INTAKE
-        .get_or_init(|| {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let store: Arc<dyn Store> = Arc::new(
-                SqliteStore::open(dir.path(), ap_intake::queue::Mode::Serve, 0).expect("queue"),
-            );
-            let writer = Writer::start(store).expect("write thread");
-            let limits = Limits {
-                max_records: 10_000,
-                budget: Arc::new(Budget::new(256 << 20)),
-            };
-            let types = vec!["PROJECT".to_string(), "COSTCENTRE".to_string()];
-            let validator = Validator::load(None).expect("built-in schemas");
-            let intake = Intake::new(validator, writer, types, limits, Waker::none());
-            (intake, dir)
-        })
-        .0
+/// One checker for the whole run, with the service's defaults (10,000 records a request).
+fn checker() -> &'static Checker {
+    static CHECKER: OnceLock<Checker> = OnceLock::new();
+    CHECKER.get_or_init(|| {
+        let validator = Validator::load(None).expect("built-in schemas");
+        let types = vec!["PROJECT".to_string(), "COSTCENTRE".to_string()];
+        Checker::new(validator, types, 10_000)
+    })
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -49,14 +33,14 @@ fuzz_target!(|data: &[u8]| {
     };
     let iface = &INTERFACES[usize::from(pick) % INTERFACES.len()];
     let accounting_type = iface.needs_accounting_type.then_some("PROJECT");
-    let checker = intake().checker();
-    let checked = checker.check_records(iface, accounting_type, body, None);
+    let checker = checker();
+    let checked = checker.check_records(iface, accounting_type, body);
     // D14: the fast path answers as the reference path does, or leaves the answer to it.
-    let reference = checker.check_records_slow(iface, accounting_type, body, None);
+    let reference = checker.check_records_slow(iface, accounting_type, body);
     assert_eq!(summary(&checked), summary(&reference), "the two paths differ");
     let (outcome, accepted) = match checked {
         Ok(checked) => checked,
-        Err(IntakeError::Structure(_) | IntakeError::TooManyRecords { .. }) => return,
+        Err(CheckError::Structure(_) | CheckError::TooManyRecords { .. }) => return,
         Err(e) => panic!("check_records failed: {e}"),
     };
     // D1-D3: counts and indices.
@@ -69,27 +53,22 @@ fuzz_target!(|data: &[u8]| {
         assert!(outcome.errors.iter().all(|e| e.index < outcome.total));
     }
     assert!(outcome.errors.windows(2).all(|w| w[0].index <= w[1].index));
+    assert!(accepted.windows(2).all(|w| w[0].index < w[1].index));
     assert_eq!(outcome.errors.is_empty(), outcome.failed == 0 && !refused);
     // D19: every record, and the document of all of them, is well-formed XML.
     for record in &accepted {
         well_formed(record.xml.as_bytes(), Some(iface.xml_record));
     }
-    let doc = ap_intake::xml::document(iface, accepted.iter().map(|r| r.xml.as_bytes()));
+    let doc = ap_intake_core::xml::document(iface, accepted.iter().map(|r| r.xml.as_bytes()));
     well_formed(&doc, Some(iface.xml_root));
 });
 
 /// An answer in a form two answers can be compared in.
 fn summary(
-    checked: &Result<(Outcome, Vec<NewRecord>), IntakeError>,
-) -> Result<(Outcome, Vec<(Vec<u8>, String)>), String> {
+    checked: &Result<(Outcome, Vec<Accepted>), CheckError>,
+) -> Result<(Outcome, Vec<Accepted>), String> {
     match checked {
-        Ok((outcome, records)) => Ok((
-            outcome.clone(),
-            records
-                .iter()
-                .map(|r| (r.key.as_bytes().to_vec(), r.xml.clone()))
-                .collect(),
-        )),
+        Ok((outcome, records)) => Ok((outcome.clone(), records.clone())),
         Err(e) => Err(format!("{e:?}")),
     }
 }

@@ -1,8 +1,8 @@
 //! `[storage.postgres]` (D39): the database that holds the queue when several nodes share it.
 
 use super::KeyError;
+pub use ap_intake_queue::options::{DEFAULT_LEASE_SECS, Postgres, redacted};
 use serde::Deserialize;
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -14,51 +14,6 @@ pub(super) struct RawPostgres {
     ca_file: Option<PathBuf>,
     lease_secs: Option<u64>,
     node: Option<String>,
-}
-
-/// How long a node holds the keys it is delivering unless it renews them (D39).
-pub const DEFAULT_LEASE_SECS: u64 = 30;
-
-/// The checked `[storage.postgres]`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Postgres {
-    /// `postgres://user@host:port/db?sslmode=require` (libpq's URL form).
-    pub url: String,
-    /// The password, from `password_file` (or the URL).
-    pub password: Option<String>,
-    /// Extra CA certificates (PEM) trusted for the database's TLS certificate.
-    pub ca_pem: Option<Vec<u8>>,
-    /// How long a node holds the keys it delivers (D39).
-    pub lease: Duration,
-    /// This node's name in the cluster status (default: the host name): a label only, which
-    /// two processes may share; leases belong to the process (D41).
-    pub node: String,
-}
-
-// Never print the password.
-impl fmt::Debug for Postgres {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Postgres")
-            .field("url", &redacted(&self.url))
-            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
-            .field("lease", &self.lease)
-            .field("node", &self.node)
-            .finish()
-    }
-}
-
-/// The URL without a password it may carry (`postgres://user:secret@host` -> `user:***`).
-pub fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    match rest.split_once('@') {
-        Some((user, host)) if user.contains(':') => {
-            let name = user.split(':').next().unwrap_or_default();
-            format!("{scheme}://{name}:***@{host}")
-        }
-        _ => url.to_string(),
-    }
 }
 
 impl RawPostgres {
@@ -114,6 +69,7 @@ impl RawPostgres {
             url,
             password,
             ca_pem,
+            system_ca_pem: super::system_ca_bundle().unwrap_or_default(),
             lease: Duration::from_secs(lease_secs),
             node,
         })

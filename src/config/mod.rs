@@ -322,13 +322,13 @@ impl RawConfig {
                 ),
             ));
         }
-        if let Some(dir) = &self.validation.schema_dir {
-            if !dir.is_dir() {
-                return Err(invalid(
-                    "validation.schema_dir",
-                    format!("{} is not a directory", dir.display()),
-                ));
-            }
+        if let Some(dir) = &self.validation.schema_dir
+            && !dir.is_dir()
+        {
+            return Err(invalid(
+                "validation.schema_dir",
+                format!("{} is not a directory", dir.display()),
+            ));
         }
         let accounting_types = check_types(self.accounting_objects.types, base.accounting_types)
             .map_err(|m| invalid("accounting_objects.types", m))?;

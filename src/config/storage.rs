@@ -2,6 +2,7 @@
 //! free-space rule (D30).
 
 use super::{KeyError, database};
+pub use ap_intake_queue::options::{Backend, Storage};
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -12,33 +13,6 @@ pub(super) struct RawStorage {
     backend: Option<String>,
     min_free_bytes: Option<u64>,
     postgres: Option<database::RawPostgres>,
-}
-
-/// Which store keeps the queue (`[storage] backend`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Backend {
-    /// The embedded SQLite file in the data directory (D28).
-    Sqlite,
-    /// A PostgreSQL database, possibly shared by several nodes (D39).
-    Postgres(database::Postgres),
-}
-
-/// `[storage]`: the queue's store and its free-space rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Storage {
-    /// The store.
-    pub backend: Backend,
-    /// Writes that grow the queue are refused below this much free space (D30).
-    pub min_free_bytes: u64,
-}
-
-impl Default for Storage {
-    fn default() -> Self {
-        Self {
-            backend: Backend::Sqlite,
-            min_free_bytes: 256 * 1024 * 1024,
-        }
-    }
 }
 
 impl RawStorage {

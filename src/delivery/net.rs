@@ -106,12 +106,11 @@ impl Tokens {
 
     /// A valid token: the cached one, or a new one from the token endpoint.
     pub fn token(&self, agent: &ureq::Agent) -> Result<String, TokenError> {
-        if let Ok(c) = self.cached.lock() {
-            if let Some((token, until)) = c.as_ref() {
-                if Instant::now() < *until {
-                    return Ok(token.clone());
-                }
-            }
+        if let Ok(c) = self.cached.lock()
+            && let Some((token, until)) = c.as_ref()
+            && Instant::now() < *until
+        {
+            return Ok(token.clone());
         }
         let (token, lifetime) = self.fetch(agent)?;
         if let Ok(mut c) = self.cached.lock() {

@@ -256,7 +256,11 @@ async fn accept(
         return Err(ApiError::BodyTooLarge(app.max_body_bytes));
     }
     let query = (!req.query.is_empty()).then_some(req.query);
-    let accounting_type = app.intake.checker().check_query(iface, query)?;
+    let accounting_type = app
+        .intake
+        .checker()
+        .check_query(iface, query)
+        .map_err(crate::intake::IntakeError::from)?;
     // Admission (D27): wait in line, holding nothing, for what a body of this length
     // ordinarily takes once parsed; one without a declared length starts small.
     let deadline = req.started + app.body_timeout;

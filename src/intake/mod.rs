@@ -1,68 +1,21 @@
 //! The intake pipeline, free of HTTP: records in, an [`Outcome`] out, with every accepted
 //! record durably queued before the outcome is returned (D17).
 
-mod check;
-
-pub use check::Checker;
+pub use ap_intake_core::check::{
+    Accepted, CheckError, Checker, ErrorEntry, MAX_ERROR_ENTRIES, Outcome, Status,
+};
 
 use crate::budget::{Budget, BudgetError, Charge};
 use crate::delivery::Waker;
 use crate::interfaces::Interface;
-use crate::queue::receipt::RequestInfo;
-use crate::queue::{StoreError, Writer};
+use crate::queue::receipt::{ReceiptLine, RequestInfo};
+use crate::queue::{NewRecord, StoreError, Writer};
 use crate::validate::Validator;
 use crate::validate::cost;
 use crate::validate::envelope::StructureError;
-use serde::Serialize;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
-
-/// At most this many error entries per response; a last one says how many were left out (D2).
-pub const MAX_ERROR_ENTRIES: usize = 1000;
-
-/// The answer's `status` field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum Status {
-    /// Every record queued (202).
-    Success,
-    /// Some queued, some failed validation (207).
-    Partial,
-    /// Nothing queued (400 and every other failure).
-    Failed,
-}
-
-/// One entry of `errors` (D1, D2).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ErrorEntry {
-    /// 0-based position of the record in `objects.object.record`.
-    pub index: usize,
-    /// JSON Pointer of the offending value inside the record.
-    pub path: String,
-    /// The exact message.
-    pub error: String,
-}
-
-/// The result of a request whose structure was sound (D3).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
-    /// SUCCESS, PARTIAL or FAILED.
-    pub status: Status,
-    /// Records counted (0 when an all-or-nothing request failed).
-    pub total: usize,
-    /// Records queued.
-    pub succeeded: usize,
-    /// Distinct failing records.
-    pub failed: usize,
-    /// Every violation, by index then document order.
-    pub errors: Vec<ErrorEntry>,
-    /// Human summary.
-    pub message: String,
-    /// A dry run (D38): nothing was queued, and a request whose records are all valid is
-    /// answered 200, not 202.
-    pub dry_run: bool,
-}
 
 /// What to do with the valid records of a request.
 #[derive(Debug, Clone)]
@@ -93,9 +46,20 @@ pub enum IntakeError {
     /// The in-flight memory budget has no room, or never will (503, 413; D27).
     #[error(transparent)]
     Budget(#[from] BudgetError),
-    /// A bug: the work on a blocking thread panicked or was cancelled (500).
+    /// A bug: the work on a blocking thread panicked or was cancelled, or an interface has
+    /// no schema (500).
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<CheckError> for IntakeError {
+    fn from(e: CheckError) -> Self {
+        match e {
+            CheckError::Structure(s) => Self::Structure(s),
+            CheckError::TooManyRecords { count, max } => Self::TooManyRecords { count, max },
+            CheckError::NoSchema(_) => Self::Internal(e.to_string()),
+        }
+    }
 }
 
 /// Bodies up to this size are checked on the async worker that received them: a few records
@@ -182,20 +146,12 @@ impl Intake {
             .resize(charge, cost.charge(body.len()), deadline)
             .await?;
         let (mut outcome, accepted) = if inline {
-            self.checker.check_records(
-                iface,
-                accounting_type.as_deref(),
-                &body,
-                receipt.as_ref(),
-            )?
+            self.checker
+                .check_records(iface, accounting_type.as_deref(), &body)?
         } else {
             self.off_the_workers(move |this| {
-                this.checker.check_records(
-                    iface,
-                    accounting_type.as_deref(),
-                    &body,
-                    receipt.as_ref(),
-                )
+                this.checker
+                    .check_records(iface, accounting_type.as_deref(), &body)
             })
             .await??
         };
@@ -207,7 +163,8 @@ impl Intake {
             return Ok(outcome);
         }
         if !accepted.is_empty() {
-            self.writer.store(accepted).await?;
+            let records = to_queue(iface, accepted, receipt.as_ref());
+            self.writer.store(records).await?;
             self.delivery.wake_interface(iface.id);
         }
         Ok(outcome)
@@ -228,4 +185,25 @@ impl Intake {
             .await
             .map_err(|e| IntakeError::Internal(e.to_string()))
     }
+}
+
+/// The accepted records of a request as the queue takes them, each with its line in the
+/// request's receipt when one is kept (D38).
+pub fn to_queue(
+    iface: &'static Interface,
+    accepted: Vec<Accepted>,
+    receipt: Option<&Arc<RequestInfo>>,
+) -> Vec<NewRecord> {
+    accepted
+        .into_iter()
+        .map(|a| NewRecord {
+            key: a.key,
+            interface: iface.id,
+            xml: a.xml,
+            receipt: receipt.map(|r| ReceiptLine {
+                request: Arc::clone(r),
+                index: u32::try_from(a.index).unwrap_or(u32::MAX),
+            }),
+        })
+        .collect()
 }

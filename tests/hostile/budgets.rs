@@ -154,7 +154,7 @@ fn checking_a_body_stays_within_its_estimated_cost() {
         let (result, peak) = meter::peak_during(|| {
             intake
                 .checker()
-                .check_records(iface, None, body.as_bytes(), None)
+                .check_records(iface, None, body.as_bytes())
                 .map(|_| ())
         });
         println!(

@@ -248,17 +248,17 @@ fn exponents_are_never_expanded_in_memory() {
     let (_, ordinary) = meter::peak_during(|| {
         intake
             .checker()
-            .check_records(iface, None, plain.as_bytes(), None)
+            .check_records(iface, None, plain.as_bytes())
     });
     // The reference path's form of the schema is compiled on the first refusal of an
     // interface, once; that one-off cost is not the numbers'.
     let _ = intake
         .checker()
-        .check_records(iface, None, bombs.as_bytes(), None);
+        .check_records(iface, None, bombs.as_bytes());
     let (result, peak) = meter::peak_during(|| {
         intake
             .checker()
-            .check_records(iface, None, bombs.as_bytes(), None)
+            .check_records(iface, None, bombs.as_bytes())
     });
     let (outcome, _) = result.unwrap();
     assert_eq!(outcome.failed, 1, "{:?}", outcome.errors);

@@ -24,7 +24,7 @@ macro_rules! database {
         match TestDb::create() {
             Some(db) => db,
             None => {
-                skipped(std::thread::current().name().unwrap_or("cluster test"));
+                skipped();
                 return;
             }
         }

@@ -207,7 +207,7 @@ fn numbered_client(
     };
     let mut next = first;
     loop {
-        let size = if rng.next() % 2 == 0 {
+        let size = if rng.next().is_multiple_of(2) {
             1
         } else {
             rng.between(2, 5)

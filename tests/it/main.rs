@@ -35,4 +35,5 @@ mod reload;
 mod schema_override;
 mod status;
 mod store_suite;
+mod tidy;
 mod tls;

@@ -102,7 +102,7 @@ fn split_percentages(row: &mut J, seed: u64) {
         return;
     };
     let n = coding.len() as u64;
-    let (unit_places, total) = if seed % 3 == 0 {
+    let (unit_places, total) = if seed.is_multiple_of(3) {
         (6u32, 100_000_000u64)
     } else {
         (2, 10_000)
@@ -223,7 +223,7 @@ fn upper_or_empty(n: usize) -> BoxedStrategy<J> {
 }
 
 pub fn days_in(year: u32, month: u32) -> u32 {
-    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let leap = (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400);
     match month {
         2 if leap => 29,
         2 => 28,

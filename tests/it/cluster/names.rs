@@ -206,7 +206,7 @@ fn d41_a_schema_1_database_is_migrated_keeping_the_queue_and_its_leases() {
          INSERT INTO ap_intake.ap_intake_meta VALUES ('schema_version', 1);",
     )
     .unwrap();
-    c.batch_execute(include_str!("../../../src/queue/pg/schema_v1.sql"))
+    c.batch_execute(include_str!("../../../crates/queue/src/pg/schema_v1.sql"))
         .unwrap();
     let (held, free) = (gl_key("HELD"), gl_key("FREE"));
     for (i, (key, node)) in [(&held, Some("old")), (&free, None)]

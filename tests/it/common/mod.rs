@@ -8,6 +8,7 @@ pub mod pg;
 pub mod process;
 pub mod receiver;
 pub mod setup;
+pub mod skip;
 pub mod warnings;
 
 use ap_intake::config::Config;

@@ -1,25 +1,19 @@
 //! D14: one request body through the fast path and the reference path, answers compared byte
 //! for byte (tests/it/interfaces/paths.rs, tests/hostile/fuzz/paths.rs).
 
-use ap_intake::intake::{Checker, IntakeError, Outcome};
+use ap_intake::intake::{Accepted, CheckError, Checker, Outcome};
 use ap_intake::interfaces::Interface;
-use ap_intake::queue::NewRecord;
-use ap_intake::queue::receipt::RequestInfo;
-use std::sync::Arc;
 
 /// An answer in a form two answers can be compared in: the outcome and, per record queued,
-/// its key, interface, XML and receipt line; or the refusal.
-type Answer = Result<(Outcome, Vec<(Vec<u8>, &'static str, String, Option<u32>)>), String>;
+/// its position, key and XML; or the refusal.
+type Answer = Result<(Outcome, Vec<(usize, Vec<u8>, String)>), String>;
 
-fn answer(checked: Result<(Outcome, Vec<NewRecord>), IntakeError>) -> Answer {
+fn answer(checked: Result<(Outcome, Vec<Accepted>), CheckError>) -> Answer {
     checked
         .map(|(outcome, records)| {
             let records = records
                 .into_iter()
-                .map(|r| {
-                    let line = r.receipt.map(|l| l.index);
-                    (r.key.as_bytes().to_vec(), r.interface, r.xml, line)
-                })
+                .map(|r| (r.index, r.key.as_bytes().to_vec(), r.xml))
                 .collect();
             (outcome, records)
         })
@@ -30,22 +24,15 @@ fn answer(checked: Result<(Outcome, Vec<NewRecord>), IntakeError>) -> Answer {
 /// the reference path does; `Ok(true)` when the fast path took it.
 pub fn compare(checker: &Checker, iface: &Interface, body: &[u8]) -> Result<bool, String> {
     let at = iface.needs_accounting_type.then_some("PROJECT");
-    let receipt = Arc::new(RequestInfo {
-        request_id: "paths".into(),
-        api_key: "test".into(),
-        interface: iface.id,
-        received_at_ms: 0,
-        nonce: 0,
-    });
-    let reference = answer(checker.check_records_slow(iface, at, body, Some(&receipt)));
-    let served = answer(checker.check_records(iface, at, body, Some(&receipt)));
+    let reference = answer(checker.check_records_slow(iface, at, body));
+    let served = answer(checker.check_records(iface, at, body));
     if served != reference {
         return Err(format!(
             "{}: answers differ\n served:    {served:?}\n reference: {reference:?}",
             iface.path
         ));
     }
-    match checker.check_records_fast(iface, at, body, Some(&receipt)) {
+    match checker.check_records_fast(iface, at, body) {
         None => Ok(false),
         Some(fast) => {
             let fast = answer(Ok(fast));

@@ -96,11 +96,10 @@ fn tmpfs_or_skip(test: &str, mib: u64) -> Option<Tmpfs> {
     match Tmpfs::mount(mib) {
         Ok(fs) => Some(fs),
         Err(why) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED {test}: it needs a small filesystem for the data directory and cannot \
-                 mount one: {why} (run the tests as root, as CI does)"
-            );
+            crate::common::skip::skip(&format!(
+                "{test} needs a small filesystem for the data directory and cannot mount one: \
+                 {why} (run the tests as root, as CI does)"
+            ));
             None
         }
     }

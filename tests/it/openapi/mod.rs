@@ -12,16 +12,9 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-/// Set to 1 (CI does) to fail instead of skipping when chromedriver or openapi-spec-validator
-/// is missing.
-pub const REQUIRE_TOOLS: &str = "AP_INTAKE_REQUIRE_TOOLS";
-
-/// Reports a test skipped for want of `tool`, or fails it when [`REQUIRE_TOOLS`] is 1.
+/// Reports a test skipped for want of `tool`, or fails it under `AP_INTAKE_REQUIRE_TOOLS=1`.
 pub fn skip_without(tool: &str) {
-    if std::env::var(REQUIRE_TOOLS).is_ok_and(|v| v == "1") {
-        panic!("{tool} is missing and {REQUIRE_TOOLS}=1");
-    }
-    eprintln!("SKIPPED: {tool} is missing (set {REQUIRE_TOOLS}=1 to fail instead)");
+    common::skip::skip(&format!("{tool} is missing"));
 }
 
 /// A GET without a key; redirects are not followed.

@@ -26,7 +26,7 @@ fn each_backend(test: impl Fn(&str, &Path, Open<'_>)) {
         Box::new(SqliteStore::open(dir, Mode::Serve, 0).unwrap())
     });
     let Some(db) = crate::common::pg::TestDb::create() else {
-        crate::common::pg::skipped(std::thread::current().name().unwrap_or("store suite"));
+        crate::common::pg::skipped();
         return;
     };
     let settings = db.settings("suite", 30);
@@ -147,7 +147,7 @@ fn backoff(failures: u32, error: &str) -> Backoff {
         next_attempt_ms: 10_000 + u64::from(failures),
         last_error: Some(error.to_string()),
         last_error_ms: Some(9_000),
-        paused: failures % 2 == 0,
+        paused: failures.is_multiple_of(2),
         last_success_ms: Some(8_000 + u64::from(failures)),
     }
 }

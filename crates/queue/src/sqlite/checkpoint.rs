@@ -5,7 +5,7 @@
 //! of pages the kernel dropped (D40).
 
 use super::{WriterConn, check, connect, error_at, pragma};
-use crate::queue::{Halt, StoreError};
+use crate::{Halt, StoreError};
 use rusqlite::Connection;
 use std::path::Path;
 use std::sync::{Arc, Mutex, mpsc};

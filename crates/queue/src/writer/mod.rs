@@ -240,7 +240,7 @@ impl QueueWriter {
 mod tests {
     use super::choose::tests::{big, job};
     use super::*;
-    use crate::queue::{Mode, SqliteStore};
+    use crate::{Mode, SqliteStore};
 
     #[test]
     fn chunks_keep_the_order_and_all_but_the_last_are_full() {

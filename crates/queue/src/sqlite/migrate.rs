@@ -83,10 +83,10 @@ fn receipt_lines(tx: &Connection) -> rusqlite::Result<()> {
     while let Some(row) = rows.next()? {
         let (rid, idx, key, version): (i64, i64, Vec<u8>, i64) =
             (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
-        if current.as_ref().is_some_and(|(r, _)| *r != rid) {
-            if let Some((r, blob)) = current.take() {
-                update.execute(params![r, blob])?;
-            }
+        if current.as_ref().is_some_and(|(r, _)| *r != rid)
+            && let Some((r, blob)) = current.take()
+        {
+            update.execute(params![r, blob])?;
         }
         let blob = &mut current.get_or_insert_with(|| (rid, Vec::new())).1;
         receipts::encode(blob, u32::try_from(idx).unwrap_or(u32::MAX), version, &key);
@@ -101,7 +101,7 @@ fn receipt_lines(tx: &Connection) -> rusqlite::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::super::{Mode, SqliteStore};
-    use crate::queue::{QueueKey, State, Store};
+    use crate::{QueueKey, State, Store};
     use rusqlite::Connection;
 
     /// A queue as schema 1 wrote it (the receipts of its later builds included).
@@ -211,7 +211,7 @@ mod tests {
         );
         // A key queued after the upgrade takes its place after those before it; the version
         // goes on from where it was.
-        let rec = crate::queue::NewRecord {
+        let rec = crate::NewRecord {
             key: key("E"),
             interface: "general-ledger-codes-v1",
             xml: "<gl_code>E</gl_code>".into(),

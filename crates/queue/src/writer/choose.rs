@@ -2,7 +2,7 @@
 //! ones when no key's order changes (D16, D27), else the oldest.
 
 use super::{MAX_RECORDS_PER_TRANSACTION, Reply};
-use crate::queue::NewRecord;
+use crate::NewRecord;
 use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hasher};
 use std::sync::Arc;
@@ -173,12 +173,10 @@ fn free_by_key(ahead: &[Job]) -> Vec<usize> {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::queue::{QueueKey, StoreError};
+    use crate::{QueueKey, StoreError};
     use tokio::sync::oneshot;
 
-    pub(in crate::queue::writer) fn job(
-        code: &str,
-    ) -> (Job, oneshot::Receiver<Result<(), StoreError>>) {
+    pub(in crate::writer) fn job(code: &str) -> (Job, oneshot::Receiver<Result<(), StoreError>>) {
         let (reply, answer) = oneshot::channel();
         let records = vec![NewRecord {
             key: QueueKey::new("gl-code", &["main", code]).unwrap(),
@@ -207,7 +205,7 @@ pub(super) mod tests {
         jobs.iter().map(|j| j.records[0].key.to_string()).collect()
     }
 
-    pub(in crate::queue::writer) fn big(code: &str) -> Job {
+    pub(in crate::writer) fn big(code: &str) -> Job {
         let (j, _) = job(code);
         let records = vec![j.records[0].clone(); MAX_RECORDS_PER_TRANSACTION];
         Job::new(records, j.reply, true, Arc::default())

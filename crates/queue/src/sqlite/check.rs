@@ -2,7 +2,7 @@
 //! refusal of a data directory in the old format (D28).
 
 use super::{APPLICATION_ID, FILE_NAME, Mode, SCHEMA_VERSION, WriterConn, connect, error_at, read};
-use crate::queue::StoreError;
+use crate::StoreError;
 use rusqlite::Connection;
 use std::path::Path;
 use std::sync::Mutex;

@@ -1,17 +1,17 @@
 //! TLS to the database with rustls: the system's trusted CAs plus `[storage.postgres]
 //! ca_file` (D39).
 
-use crate::queue::StoreError;
+use crate::StoreError;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-/// The connector for `sslmode` other than `disable`.
+/// The connector for `sslmode` other than `disable`: the system's CAs and the configured ones.
 pub(super) fn connector(
+    system: &[u8],
     ca_pem: Option<&[u8]>,
 ) -> Result<tokio_postgres_rustls::MakeRustlsConnect, StoreError> {
     let mut roots = rustls::RootCertStore::empty();
-    let system = crate::config::system_ca_bundle().unwrap_or_default();
-    for pem in [system.as_slice(), ca_pem.unwrap_or_default()] {
+    for pem in [system, ca_pem.unwrap_or_default()] {
         for cert in CertificateDer::pem_slice_iter(pem).flatten() {
             // A certificate the store cannot use is skipped, as a browser would.
             let _ = roots.add(cert);

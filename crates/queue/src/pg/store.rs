@@ -1,8 +1,8 @@
 //! The [`Store`] trait on [`PostgresStore`].
 
 use super::{PostgresStore, instance, read, write};
-use crate::queue::receipt::Receipt;
-use crate::queue::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
+use crate::receipt::Receipt;
+use crate::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
 use postgres::{Client, Transaction};
 
 impl PostgresStore {
@@ -140,7 +140,7 @@ impl Store for PostgresStore {
         self.with(|c| read::receipts(c, request_id, api_key))
     }
 
-    fn nodes(&self) -> Result<Vec<crate::queue::Node>, StoreError> {
+    fn nodes(&self) -> Result<Vec<crate::Node>, StoreError> {
         self.with(instance::nodes)
     }
 

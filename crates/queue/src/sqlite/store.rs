@@ -3,8 +3,8 @@
 
 use super::read::{self, Unreadable};
 use super::{SqliteStore, receipts, write};
-use crate::queue::receipt::Receipt;
-use crate::queue::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
+use crate::receipt::Receipt;
+use crate::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
 
 impl SqliteStore {
     /// Quarantines what `rows` could not read, logging each; returns the readable items.
@@ -100,7 +100,7 @@ impl Store for SqliteStore {
             });
         }
         self.recheck()?;
-        match self.write(true, |tx, _| write::probe(tx, crate::queue::now_ms()))? {
+        match self.write(true, |tx, _| write::probe(tx, crate::now_ms()))? {
             true => Ok(()),
             false => Err(StoreError::Unavailable(
                 "probe write did not read back".into(),
@@ -135,7 +135,7 @@ impl Store for SqliteStore {
         self.read(|c| receipts::receipts(c, request_id, api_key))
     }
 
-    fn halt(&self) -> Option<crate::queue::Halt> {
+    fn halt(&self) -> Option<crate::Halt> {
         Some(self.halt.clone())
     }
 

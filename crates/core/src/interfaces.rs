@@ -179,15 +179,15 @@ pub fn by_id(id: &str) -> Option<&'static Interface> {
 /// The JSON Schema files compiled into the binary (D14), by file name.
 pub fn builtin_schema(file: &str) -> Option<&'static str> {
     Some(match file {
-        "vendor-data.json" => include_str!("../schemas/vendor-data.json"),
-        "accounting-objects.json" => include_str!("../schemas/accounting-objects.json"),
-        "general-ledger-codes.json" => include_str!("../schemas/general-ledger-codes.json"),
-        "non-inventory-items.json" => include_str!("../schemas/non-inventory-items.json"),
-        "purchase-orders-v1.json" => include_str!("../schemas/purchase-orders-v1.json"),
-        "purchase-orders-v2.json" => include_str!("../schemas/purchase-orders-v2.json"),
-        "goods-received-v1.json" => include_str!("../schemas/goods-received-v1.json"),
-        "goods-received-v2.json" => include_str!("../schemas/goods-received-v2.json"),
-        "payment-confirmation.json" => include_str!("../schemas/payment-confirmation.json"),
+        "vendor-data.json" => include_str!("../../../schemas/vendor-data.json"),
+        "accounting-objects.json" => include_str!("../../../schemas/accounting-objects.json"),
+        "general-ledger-codes.json" => include_str!("../../../schemas/general-ledger-codes.json"),
+        "non-inventory-items.json" => include_str!("../../../schemas/non-inventory-items.json"),
+        "purchase-orders-v1.json" => include_str!("../../../schemas/purchase-orders-v1.json"),
+        "purchase-orders-v2.json" => include_str!("../../../schemas/purchase-orders-v2.json"),
+        "goods-received-v1.json" => include_str!("../../../schemas/goods-received-v1.json"),
+        "goods-received-v2.json" => include_str!("../../../schemas/goods-received-v2.json"),
+        "payment-confirmation.json" => include_str!("../../../schemas/payment-confirmation.json"),
         _ => return None,
     })
 }

@@ -3,7 +3,7 @@
 
 use super::read::{kind, state_code};
 use super::receipts::{self, Heads};
-use crate::queue::{NewRecord, QueueKey, Sent, State};
+use crate::{NewRecord, QueueKey, Sent, State};
 use rusqlite::{OptionalExtension, Statement, Transaction, params};
 
 /// Counter changes collected during a transaction and written once at its end. A transaction
@@ -212,7 +212,7 @@ pub(super) fn upsert(
 
 /// The time a state change is dated with (unix ms).
 fn now() -> i64 {
-    i64::try_from(crate::queue::now_ms()).unwrap_or(i64::MAX)
+    i64::try_from(crate::now_ms()).unwrap_or(i64::MAX)
 }
 
 fn version(sent: &Sent) -> i64 {
@@ -356,7 +356,7 @@ pub(super) fn quarantine(
 pub(super) fn set_backoff(
     tx: &Transaction<'_>,
     interface: &str,
-    b: &crate::queue::Backoff,
+    b: &crate::Backoff,
 ) -> rusqlite::Result<()> {
     let ms = |t: u64| i64::try_from(t).unwrap_or(i64::MAX);
     tx.prepare_cached(
@@ -399,7 +399,7 @@ pub(super) fn probe(tx: &Transaction<'_>, now_ms: u64) -> rusqlite::Result<bool>
 #[cfg(test)]
 mod tests {
     use super::super::{Mode, SqliteStore};
-    use crate::queue::{NewRecord, QueueKey, Store};
+    use crate::{NewRecord, QueueKey, Store};
 
     fn record(code: &str) -> NewRecord {
         NewRecord {

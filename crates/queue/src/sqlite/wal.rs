@@ -11,7 +11,7 @@
 //! since the pages are clean. Writing every page of the WAL back makes them dirty, so the
 //! flush that follows puts on disk exactly what recovery is about to read.
 
-use crate::queue::StoreError;
+use crate::StoreError;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 

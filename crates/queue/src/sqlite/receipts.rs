@@ -4,8 +4,8 @@
 //! dropped.
 
 use super::read::state_code;
-use crate::queue::receipt::{Receipt, ReceiptLine, ReceiptRecord, ReceiptState, RequestInfo};
-use crate::queue::{QueueKey, State};
+use crate::receipt::{Receipt, ReceiptLine, ReceiptRecord, ReceiptState, RequestInfo};
+use crate::{QueueKey, State};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use std::sync::Arc;
 
@@ -178,13 +178,7 @@ pub(super) fn settle(
 ) -> rusqlite::Result<()> {
     let state = dropped_from.map_or(DELIVERED, state_code);
     tx.prepare_cached("INSERT OR REPLACE INTO settled VALUES (?1, ?2, ?3, ?4, ?5)")?
-        .execute(params![
-            key,
-            version,
-            state,
-            ms(crate::queue::now_ms()),
-            reason
-        ])?;
+        .execute(params![key, version, state, ms(crate::now_ms()), reason])?;
     Ok(())
 }
 

@@ -296,10 +296,10 @@ impl SqliteStore {
             None => connect(&self.path, false).map_err(|e| self.fail(e))?,
         };
         let out = f(&conn).map_err(|e| self.fail(e));
-        if let Ok(mut pool) = self.readers.lock() {
-            if pool.len() < 4 {
-                pool.push(conn);
-            }
+        if let Ok(mut pool) = self.readers.lock()
+            && pool.len() < 4
+        {
+            pool.push(conn);
         }
         out
     }
@@ -406,10 +406,10 @@ impl SqliteStore {
         if let Ok(mut pool) = self.readers.lock() {
             pool.push(conn);
         }
-        if let Err(StoreError::Damaged { detail, .. }) = &result {
-            if let Ok(mut d) = self.damaged.lock() {
-                d.get_or_insert_with(|| detail.clone());
-            }
+        if let Err(StoreError::Damaged { detail, .. }) = &result
+            && let Ok(mut d) = self.damaged.lock()
+        {
+            d.get_or_insert_with(|| detail.clone());
         }
         result
     }

@@ -1,7 +1,7 @@
 //! One process has the queue at a time: the service, or an operator command on the stopped
 //! service, holds `<data_dir>/queue.lock`.
 
-use crate::queue::StoreError;
+use crate::StoreError;
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -45,7 +45,7 @@ mod tls;
 mod write;
 
 use super::StoreError;
-use crate::config::Postgres;
+use crate::options::Postgres;
 use postgres::{Client, NoTls};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -91,7 +91,7 @@ impl PostgresStore {
     /// Connects, creates or migrates the schema, and draws this process's instance id (D41);
     /// for the service (`heartbeat`) registers the instance and starts renewing its leases.
     pub fn open(settings: &Postgres, heartbeat: bool) -> Result<Self, StoreError> {
-        let shown = crate::config::redacted_url(&settings.url);
+        let shown = crate::options::redacted(&settings.url);
         let mut config: postgres::Config = settings
             .url
             .parse()
@@ -103,7 +103,10 @@ impl PostgresStore {
         config.application_name("ap-intake");
         let tls = match config.get_ssl_mode() {
             postgres::config::SslMode::Disable => None,
-            _ => Some(tls::connector(settings.ca_pem.as_deref())?),
+            _ => Some(tls::connector(
+                &settings.system_ca_pem,
+                settings.ca_pem.as_deref(),
+            )?),
         };
         let mut store = Self {
             config,
@@ -198,12 +201,11 @@ impl PostgresStore {
             _ => self.connect().map_err(|e| self.fail(&e))?,
         };
         let out = f(&mut client).map_err(|e| self.fail(&e));
-        if !client.is_closed() {
-            if let Ok(mut pool) = self.pool.lock() {
-                if pool.len() < POOL {
-                    pool.push(client);
-                }
-            }
+        if !client.is_closed()
+            && let Ok(mut pool) = self.pool.lock()
+            && pool.len() < POOL
+        {
+            pool.push(client);
         }
         out
     }
@@ -376,10 +378,10 @@ impl Beat {
             if client.as_ref().is_none_or(Client::is_closed) {
                 client = connect(&self.config, self.tls.as_ref()).ok();
             }
-            if let Some(c) = client.as_mut() {
-                if let Err(e) = instance::beat(c, &self.instance, &self.node, self.lease) {
-                    tracing::warn!(error = %chain(&e), "cannot renew this node's leases in the queue database");
-                }
+            if let Some(c) = client.as_mut()
+                && let Err(e) = instance::beat(c, &self.instance, &self.node, self.lease)
+            {
+                tracing::warn!(error = %chain(&e), "cannot renew this node's leases in the queue database");
             }
         }
     }

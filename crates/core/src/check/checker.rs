@@ -1,11 +1,10 @@
-//! The CPU part of the intake, shared by the service and `ap-intake validate` (D38): the
-//! query, the envelope, every record against its schema and rules, the queue key and the
-//! XML of each valid record, and the [`Outcome`] the client is answered with.
+//! The CPU part of the intake, shared by the service, `ap-intake validate` (D38) and the fuzz
+//! target: the query, the envelope, every record against its schema and rules, the queue key
+//! and the XML of each valid record, and the [`Outcome`] the client is answered with.
 
-use super::{ErrorEntry, IntakeError, MAX_ERROR_ENTRIES, Outcome, Status};
+use super::{Accepted, CheckError, ErrorEntry, MAX_ERROR_ENTRIES, Outcome, Status};
 use crate::interfaces::{Interface, KeyPart, Mode};
-use crate::queue::receipt::{ReceiptLine, RequestInfo};
-use crate::queue::{NewRecord, QueueKey, StoreError};
+use crate::key::{KeyError, QueueKey};
 use crate::shape::Shape;
 use crate::tree::{Ref, Tree};
 use crate::validate::Validator;
@@ -13,7 +12,6 @@ use crate::validate::messages::{Step, Violation, sort_in_document_order};
 use crate::validate::written::AsWritten;
 use crate::validate::{envelope, fast};
 use crate::xml;
-use std::sync::Arc;
 
 /// The schemas and the limits that decide a request's answer.
 pub struct Checker {
@@ -44,7 +42,7 @@ impl Checker {
         &self,
         iface: &Interface,
         query: Option<&str>,
-    ) -> Result<Option<String>, IntakeError> {
+    ) -> Result<Option<String>, CheckError> {
         // D38: a parameter the interface does not know (`dryRun`, a misspelling) is refused,
         // never silently ignored.
         let known: &[&str] = if iface.needs_accounting_type {
@@ -72,12 +70,11 @@ impl Checker {
         iface: &Interface,
         accounting_type: Option<&str>,
         body: &[u8],
-        receipt: Option<&Arc<RequestInfo>>,
-    ) -> Result<(Outcome, Vec<NewRecord>), IntakeError> {
-        if let Some(checked) = self.check_records_fast(iface, accounting_type, body, receipt) {
+    ) -> Result<(Outcome, Vec<Accepted>), CheckError> {
+        if let Some(checked) = self.check_records_fast(iface, accounting_type, body) {
             return Ok(checked);
         }
-        self.check_records_slow(iface, accounting_type, body, receipt)
+        self.check_records_slow(iface, accounting_type, body)
     }
 
     /// The fast path alone: the outcome and records of a request whose every record it can
@@ -88,8 +85,7 @@ impl Checker {
         iface: &Interface,
         accounting_type: Option<&str>,
         body: &[u8],
-        receipt: Option<&Arc<RequestInfo>>,
-    ) -> Option<(Outcome, Vec<NewRecord>)> {
+    ) -> Option<(Outcome, Vec<Accepted>)> {
         if !self.validator.has_fast_path(iface) {
             return None;
         }
@@ -106,14 +102,10 @@ impl Checker {
             let Ok(key) = queue_key(iface, shape, accounting_type, record) else {
                 return false;
             };
-            accepted.push(NewRecord {
+            accepted.push(Accepted {
+                index,
                 key,
-                interface: iface.id,
                 xml: xml::record(shape, iface.xml_record, &lead, record),
-                receipt: receipt.map(|r| ReceiptLine {
-                    request: Arc::clone(r),
-                    index: u32::try_from(index).unwrap_or(u32::MAX),
-                }),
             });
             true
         })?;
@@ -128,19 +120,19 @@ impl Checker {
         iface: &Interface,
         accounting_type: Option<&str>,
         body: &[u8],
-        receipt: Option<&Arc<RequestInfo>>,
-    ) -> Result<(Outcome, Vec<NewRecord>), IntakeError> {
+    ) -> Result<(Outcome, Vec<Accepted>), CheckError> {
         let (records, duplicates) = envelope::records(body)?;
         if records.len() > self.max_records {
-            return Err(IntakeError::TooManyRecords {
+            return Err(CheckError::TooManyRecords {
                 count: records.len(),
                 max: self.max_records,
             });
         }
         let total = records.len();
-        let shape = self.validator.shape(iface).ok_or_else(|| {
-            IntakeError::Internal(format!("interface {} has no schema loaded", iface.id))
-        })?;
+        let shape = self
+            .validator
+            .shape(iface)
+            .ok_or(CheckError::NoSchema(iface.id))?;
         let lead: Vec<(&str, &str)> = accounting_type
             .map(|t| vec![("accountingType", t)])
             .unwrap_or_default();
@@ -165,18 +157,18 @@ impl Checker {
             }
             let shown = MAX_ERROR_ENTRIES.saturating_sub(errors.shown.len());
             written.reword(index, record, &mut violations, shown);
+            let mut key = None;
             if violations.is_empty() && unshown == 0 {
-                let key = queue_key(iface, shape, accounting_type, record)?;
+                match queue_key(iface, shape, accounting_type, record) {
+                    Ok(k) => key = Some(k),
+                    // Validation refuses control characters, so this cannot happen; were it
+                    // to, the record is the client's to fix, not the queue's to fail on.
+                    Err(e) => violations.push(Violation::new(Vec::new(), e.to_string())),
+                }
+            }
+            if let Some(key) = key {
                 let xml = xml::record(shape, iface.xml_record, &lead, record);
-                accepted.push(NewRecord {
-                    key,
-                    interface: iface.id,
-                    xml,
-                    receipt: receipt.map(|r| ReceiptLine {
-                        request: Arc::clone(r),
-                        index: u32::try_from(index).unwrap_or(u32::MAX),
-                    }),
-                });
+                accepted.push(Accepted { index, key, xml });
             } else {
                 failed += 1;
                 for v in violations {
@@ -247,7 +239,7 @@ fn queue_key<T: Tree>(
     shape: &Shape,
     accounting_type: Option<&str>,
     record: &T,
-) -> Result<QueueKey, StoreError> {
+) -> Result<QueueKey, KeyError> {
     let parts: Vec<&str> = iface
         .key
         .iter()
@@ -260,7 +252,7 @@ fn queue_key<T: Tree>(
             },
         })
         .collect();
-    QueueKey::new(iface.key_space, &parts).map_err(|e| StoreError::Unavailable(e.to_string()))
+    QueueKey::new(iface.key_space, &parts)
 }
 
 /// The errors of a response: the first [`MAX_ERROR_ENTRIES`] kept, the rest counted, and a

@@ -1,7 +1,7 @@
 //! Reads, and the lease a lane takes with its next batch (schema in `mod.rs`).
 
-use crate::queue::receipt::{Receipt, ReceiptRecord, ReceiptState};
-use crate::queue::{Backoff, Item, QueueKey, State, Stats};
+use crate::receipt::{Receipt, ReceiptRecord, ReceiptState};
+use crate::{Backoff, Item, QueueKey, State, Stats};
 use postgres::{Client, Row, Transaction};
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Changes to the queue tables, each in one transaction (schema in `mod.rs`).
 
-use crate::queue::receipt::RequestInfo;
-use crate::queue::{Backoff, NewRecord, Sent, State};
+use crate::receipt::RequestInfo;
+use crate::{Backoff, NewRecord, Sent, State};
 use postgres::{Client, GenericClient, Transaction};
 use std::collections::HashMap;
 
@@ -10,7 +10,7 @@ fn ms(t: u64) -> i64 {
 }
 
 pub(super) fn now() -> i64 {
-    ms(crate::queue::now_ms())
+    ms(crate::now_ms())
 }
 
 pub(super) fn state_code(state: State) -> i16 {

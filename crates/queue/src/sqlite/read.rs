@@ -2,7 +2,7 @@
 //! [`Item`] is reported, not fatal: the caller quarantines it (D29).
 
 use super::write::PLACE_BITS;
-use crate::queue::{Backoff, Item, QueueKey, State, Stats};
+use crate::{Backoff, Item, QueueKey, State, Stats};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use std::collections::HashMap;
@@ -110,10 +110,10 @@ pub(super) fn next_version(conn: &Connection) -> rusqlite::Result<u64> {
             |r| r.get(0),
         )
         .optional()?;
-    if let Some(rusqlite::types::Value::Integer(n)) = meta {
-        if let Ok(n) = u64::try_from(n) {
-            return Ok(n.max(1));
-        }
+    if let Some(rusqlite::types::Value::Integer(n)) = meta
+        && let Ok(n) = u64::try_from(n)
+    {
+        return Ok(n.max(1));
     }
     // A damaged row's version may not be a number: it does not count (it is quarantined).
     let max: Option<i64> = conn.query_row(

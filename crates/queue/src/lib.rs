@@ -1,5 +1,7 @@
 //! The durable queue: at most one pending item per primary key (D16), stored before the client
-//! is answered (D17), drained by the delivery worker (D18).
+//! is answered (D17), drained by the delivery worker (D18). A crate of its own below the
+//! service: it knows nothing of HTTP, validation or the config file ([`options`] is what it
+//! needs of the config).
 //!
 //! Storage sits behind the narrow [`Store`] trait, which speaks of keys, items and states
 //! only; [`open`] picks the implementation the configuration names. [`SqliteStore`] is the
@@ -7,9 +9,22 @@
 //! every implementation must pass. [`Writer`] stores the records of concurrent requests in
 //! one transaction, so they share one fsync (group commit, D17).
 
+#![forbid(unsafe_code)]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        reason = "unit tests stop loudly on a broken expectation"
+    )
+)]
+
 mod batch;
 pub mod halt;
-pub mod key;
+pub mod options;
+/// Queue keys (D15) are the core's: what a record's primary key is.
+pub use ap_intake_core::key;
 pub mod pg;
 pub mod receipt;
 pub mod space;
@@ -337,17 +352,17 @@ pub fn now_ms() -> u64 {
 /// Opens the store the configuration names, for the service ([`Mode::Serve`]: created when
 /// absent, checked, D29) or for an operator command on a stopped one ([`Mode::Inspect`]).
 pub fn open(
-    storage: &crate::config::Storage,
+    storage: &options::Storage,
     data_dir: &std::path::Path,
     mode: Mode,
 ) -> Result<std::sync::Arc<dyn Store>, StoreError> {
     match &storage.backend {
-        crate::config::Backend::Sqlite => Ok(std::sync::Arc::new(SqliteStore::open(
+        options::Backend::Sqlite => Ok(std::sync::Arc::new(SqliteStore::open(
             data_dir,
             mode,
             storage.min_free_bytes,
         )?)),
-        crate::config::Backend::Postgres(pg) => Ok(std::sync::Arc::new(PostgresStore::open(
+        options::Backend::Postgres(pg) => Ok(std::sync::Arc::new(PostgresStore::open(
             pg,
             mode == Mode::Serve,
         )?)),

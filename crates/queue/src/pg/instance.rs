@@ -4,7 +4,7 @@
 //! (two on one host, cloned machines) never take, renew or release each other's leases.
 
 use super::StoreError;
-use crate::queue::Node;
+use crate::Node;
 use postgres::Client;
 use std::time::Duration;
 
