@@ -127,14 +127,11 @@ fn sigterm_and_sigint_stop_the_service_cleanly() {
         );
         // Delivery runs beside the intake (D31): let it reach the sink before the signal.
         let sink = data.join("sandbox-sink");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::fs::read_dir(&sink).map_or(0, |d| d.count()) == 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "nothing reached the sink"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        crate::common::eventually(
+            "a record reaches the sink",
+            std::time::Duration::from_secs(10),
+            || std::fs::read_dir(&sink).map_or(0, |d| d.count()) > 0,
+        );
         let status = service.signal(signal);
         assert!(status.success(), "{signal}: {status:?}");
         // The queue is released and the record went to the sandbox sink (D21).

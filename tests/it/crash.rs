@@ -120,10 +120,10 @@ fn kill_9_then_restart_delivers_every_acknowledged_record() {
     }
 
     let _restarted = Service::start(&file, dir.path());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let missing = loop {
+    let mut missing = Vec::new();
+    wait_for(Duration::from_secs(30), || {
         let latest = latest_delivered_rounds(&platform);
-        let missing: Vec<String> = acked
+        missing = acked
             .iter()
             .filter(|(code, round)| latest.get(*code).is_none_or(|got| got < *round))
             .map(|(code, round)| {
@@ -133,11 +133,8 @@ fn kill_9_then_restart_delivers_every_acknowledged_record() {
                 )
             })
             .collect();
-        if missing.is_empty() || Instant::now() > deadline {
-            break missing;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+        missing.is_empty()
+    });
     assert!(
         missing.is_empty(),
         "acknowledged and never delivered: {missing:?}"

@@ -145,8 +145,9 @@ fn healthz_readyz_and_metrics() {
     );
     assert_eq!(app.post("/nope", "{}").status, 404);
     // Deliveries go nowhere (connection refused): attempts and retry failures are counted.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let text = loop {
+    let mut text = String::new();
+    // Asserted line by line below.
+    wait_for(Duration::from_secs(10), || {
         let m = get(&app.ops_url("/metrics"));
         assert_eq!(m.status, 200);
         assert!(
@@ -154,11 +155,9 @@ fn healthz_readyz_and_metrics() {
                 .unwrap()
                 .contains("openmetrics-text")
         );
-        if m.text.contains(r#"ap_intake_delivery_failures_total{interface="general-ledger-codes-v1",kind="retry"}"#) || Instant::now() > deadline {
-            break m.text;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+        text = m.text;
+        text.contains(r#"ap_intake_delivery_failures_total{interface="general-ledger-codes-v1",kind="retry"}"#)
+    });
     for line in [
         r#"ap_intake_requests_total{interface="general-ledger-codes-v1",status="207"} 1"#,
         r#"ap_intake_requests_total{interface="-",status="404"} 1"#,

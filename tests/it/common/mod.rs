@@ -216,10 +216,6 @@ impl TestApp {
         )
     }
 
-    pub fn syncs(&self) -> u64 {
-        self.running.as_ref().unwrap().syncs()
-    }
-
     pub fn transactions(&self) -> u64 {
         self.running.as_ref().unwrap().transactions()
     }

@@ -212,15 +212,12 @@ fn quarantine_warnings(service: &Service) -> usize {
 
 /// Waits until the service has logged `n` quarantine warnings.
 fn wait_warnings(service: &Service, n: usize) {
-    let deadline = Instant::now() + PATIENCE;
-    while quarantine_warnings(service) < n {
-        assert!(
-            Instant::now() < deadline,
-            "within 15 s: {n} quarantine warning(s) in the log; the log:\n{}",
-            service.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let logged = crate::common::wait_for(PATIENCE, || quarantine_warnings(service) >= n);
+    assert!(
+        logged,
+        "within {PATIENCE:?}: {n} quarantine warning(s) in the log; the log:\n{}",
+        service.stderr()
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -682,11 +679,11 @@ fn quarantined_not_fatal(column: &str, statement: &str) {
     // The row is met by the same read that found the others: quarantined by now, give or
     // take a status round trip.
     let mut report = setup.report();
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while gl_count(&report, "quarantined") != 1 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
+    // Asserted below, with the other counts.
+    crate::common::wait_for(Duration::from_secs(3), || {
         report = setup.report();
-    }
+        gl_count(&report, "quarantined") == 1
+    });
     let listed = setup.keys(&["quarantined"]);
     let status = service.terminate();
     assert!(status.success(), "{status:?}");

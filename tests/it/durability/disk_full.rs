@@ -431,15 +431,11 @@ fn below_min_free_bytes_intake_is_refused_delivery_runs_on_and_intake_recovers_d
          delivered: {:?}",
         delivered_codes(&platform)
     );
-    let deadline = Instant::now() + PATIENCE;
-    while gl_pending(&config) > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "delivered records did not leave the queue while intake was refused: {} pending",
-            gl_pending(&config)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    crate::common::eventually(
+        "delivered records leave the queue while intake is refused",
+        PATIENCE,
+        || gl_pending(&config) == 0,
+    );
     let r = ledger.send(svc.addr, "still-below");
     assert_storage_full(&r);
 
