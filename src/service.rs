@@ -87,7 +87,7 @@ pub enum StartError {
     Tls(#[from] TlsError),
     /// The platform's TLS or proxy settings cannot be used (D33).
     #[error("[platform]: {0}")]
-    Platform(String),
+    Platform(#[from] crate::delivery::target::ClientError),
     /// A background thread cannot be started.
     #[error("cannot start a thread: {0}")]
     Thread(std::io::Error),
@@ -177,7 +177,7 @@ async fn open_store(config: &Config) -> Result<Arc<dyn Store>, StartError> {
     let (storage, dir) = (config.storage.clone(), config.data_dir.clone());
     let opened = tokio::task::spawn_blocking(move || queue::open(&storage, &dir, Mode::Serve))
         .await
-        .unwrap_or_else(|e| Err(queue::StoreError::Unavailable(e.to_string())));
+        .unwrap_or_else(|e| Err(queue::StoreError::Internal(e.to_string())));
     let store = opened.map_err(|source| StartError::Queue {
         path: config.data_dir.clone(),
         source,
@@ -344,9 +344,7 @@ fn start_delivery(
     metrics: &Arc<Metrics>,
 ) -> Result<(Worker, delivery::Waker), StartError> {
     let target = match &config.platform {
-        Some(p) => Target::Platform(
-            PlatformClient::new(p, config.delivery.timeout).map_err(StartError::Platform)?,
-        ),
+        Some(p) => Target::Platform(PlatformClient::new(p, config.delivery.timeout)?),
         None => Target::Sandbox(SandboxSink::new(&config.data_dir)),
     };
     delivery::Worker::start(

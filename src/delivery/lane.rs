@@ -131,7 +131,7 @@ impl Lane {
             // The platform answers and judges the records: no backoff, but no success either.
             Answer::Rejected { .. } => self.flowing(false),
             Answer::Retry { error, retry_after } => self.back_off(batch, error, retry_after, false),
-            Answer::Paused { error } => self.back_off(batch, error, None, true),
+            Answer::Paused { error, .. } => self.back_off(batch, error, None, true),
             Answer::TooLarge { error } => {
                 self.limit = (batch.len() / 2).max(1);
                 tracing::warn!(interface = self.iface.id, records = batch.len(), limit = self.limit,

@@ -25,7 +25,7 @@ fn system_roots() -> Option<Vec<Certificate<'static>>> {
 
 /// The TLS settings: system roots plus `ca_file` (or the built-in Mozilla list when the
 /// system has no bundle and no `ca_file` is given), and the client certificate.
-fn tls(network: &Network) -> Result<TlsConfig, String> {
+fn tls(network: &Network) -> Result<TlsConfig, ClientError> {
     let mut roots = system_roots().unwrap_or_default();
     if let Some(pem) = &network.ca_pem {
         roots.extend(certificates(pem));
@@ -42,7 +42,7 @@ fn tls(network: &Network) -> Result<TlsConfig, String> {
                     Ok(PemItem::PrivateKey(k)) => Some(k),
                     _ => None,
                 })
-                .ok_or("client_key holds no private key")?;
+                .ok_or(ClientError::NoPrivateKey)?;
             Some(ClientCert::new_with_certs(&certificates(chain), key))
         }
         None => None,
@@ -54,9 +54,28 @@ fn tls(network: &Network) -> Result<TlsConfig, String> {
 }
 
 /// The HTTP agent for the platform (and its token endpoint).
-pub(super) fn agent(network: &Network, timeout: Duration) -> Result<ureq::Agent, String> {
+/// Why the platform's client cannot be built from the configuration (D33).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// `[platform] client_key` holds no private key.
+    #[error("client_key holds no private key")]
+    NoPrivateKey,
+    /// `[platform] proxy` is not a proxy URL ureq can use.
+    #[error("proxy {proxy:?}: {detail}")]
+    Proxy {
+        /// The configured value.
+        proxy: String,
+        /// What ureq said.
+        detail: String,
+    },
+}
+
+pub(super) fn agent(network: &Network, timeout: Duration) -> Result<ureq::Agent, ClientError> {
     let proxy = match &network.proxy {
-        Some(p) => Some(ureq::Proxy::new(p).map_err(|e| format!("proxy {p:?}: {e}"))?),
+        Some(p) => Some(ureq::Proxy::new(p).map_err(|e| ClientError::Proxy {
+            proxy: p.clone(),
+            detail: e.to_string(),
+        })?),
         None => ureq::Proxy::try_from_env(),
     };
     Ok(ureq::Agent::config_builder()
@@ -134,7 +153,7 @@ impl Tokens {
         let mut resp =
             agent.post(url).send_form(form).map_err(|e| {
                 match super::target::failed(&format!("token endpoint {url}"), &e) {
-                    super::target::Answer::Paused { error } => TokenError::Refused(error),
+                    super::target::Answer::Paused { error, .. } => TokenError::Refused(error),
                     _ => TokenError::Failed(format!("token endpoint {url}: {e}")),
                 }
             })?;

@@ -1,6 +1,7 @@
 //! Where deliveries go: the AP platform over HTTPS (ureq), or in sandbox the built-in sink
 //! (D21).
 
+pub use super::net::ClientError;
 use crate::config::{Platform, PlatformAuth};
 use crate::interfaces::Interface;
 use base64::Engine;
@@ -9,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-/// What the target made of one document.
+/// What the target made of one document. `status` is the HTTP status the answer came with
+/// (the platform's, or the proxy's 407), `None` when there was none (a network error, the
+/// token endpoint, the sandbox sink): decisions are taken on it, never on `error`'s text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     /// 2xx: the platform has it.
@@ -24,6 +27,8 @@ pub enum Answer {
     /// 401, 403, 404, 405, 407: the platform refuses the configuration (credentials, URL,
     /// proxy), not the records; delivery of the interface pauses (D32).
     Paused {
+        /// The status, when the refusal came with one.
+        status: Option<u16>,
         /// The status and the start of the answer, for logs and `status`.
         error: String,
     },
@@ -71,7 +76,7 @@ const BODY_START: u64 = 300;
 impl PlatformClient {
     /// A client for `platform`, giving up on one POST after `timeout`. Fails when the
     /// TLS or proxy settings cannot be used.
-    pub fn new(platform: &Platform, timeout: Duration) -> Result<Self, String> {
+    pub fn new(platform: &Platform, timeout: Duration) -> Result<Self, ClientError> {
         let agent = super::net::agent(&platform.network, timeout)?;
         let authorization = platform.auth.as_ref().map(|a| match a {
             PlatformAuth::Bearer(token) => format!("Bearer {token}"),
@@ -107,7 +112,9 @@ impl PlatformClient {
             return self.post(iface, doc, self.authorization.as_deref());
         };
         match self.post_with_token(tokens, iface, doc) {
-            Answer::Paused { error } if error.starts_with("HTTP 401") => {
+            Answer::Paused {
+                status: Some(401), ..
+            } => {
                 tokens.forget();
                 self.post_with_token(tokens, iface, doc)
             }
@@ -123,7 +130,10 @@ impl PlatformClient {
     ) -> Answer {
         match tokens.token(&self.agent) {
             Ok(token) => self.post(iface, doc, Some(&format!("Bearer {token}"))),
-            Err(super::net::TokenError::Refused(error)) => Answer::Paused { error },
+            Err(super::net::TokenError::Refused(error)) => Answer::Paused {
+                status: None,
+                error,
+            },
             Err(super::net::TokenError::Failed(error)) => Answer::Retry {
                 error,
                 retry_after: None,
@@ -165,7 +175,10 @@ impl PlatformClient {
         match status {
             200..=299 => Answer::Delivered,
             408 | 429 => Answer::Retry { error, retry_after },
-            401 | 403 | 404 | 405 | 407 => Answer::Paused { error },
+            401 | 403 | 404 | 405 | 407 => Answer::Paused {
+                status: Some(status),
+                error,
+            },
             413 => Answer::TooLarge { error },
             400..=499 => Answer::Rejected { error },
             _ => Answer::Retry { error, retry_after },
@@ -178,7 +191,9 @@ impl PlatformClient {
 pub(super) fn failed(url: &str, e: &ureq::Error) -> Answer {
     let error = format!("{url}: {e}");
     match e {
+        // ureq reports the proxy's refusal of CONNECT in words only; its status is 407.
         ureq::Error::ConnectProxyFailed(m) if m.contains("407") => Answer::Paused {
+            status: Some(407),
             error: format!("HTTP 407 from the proxy: {error}"),
         },
         _ => Answer::Retry {

@@ -216,9 +216,38 @@ pub enum StoreError {
     /// A file operation failed.
     #[error("queue storage: {0}")]
     Io(#[from] std::io::Error),
-    /// The storage is shutting down, or failed in another way.
+    /// The queue's writer has stopped (the service is stopping): nothing more is stored.
+    #[error("queue storage unavailable: the queue is stopping")]
+    Stopping,
+    /// A later part of a request, not written because an earlier part failed.
+    #[error("queue storage unavailable: an earlier part of the request was not stored")]
+    EarlierPartFailed,
+    /// The SQLite file cannot be opened or used as a queue.
     #[error("queue storage unavailable: {0}")]
-    Unavailable(String),
+    Engine(String),
+    /// The queue's file was written by a newer version, with a schema this one cannot read.
+    #[error(
+        "{path} has queue schema {version}; this version of ap-intake reads schema {reads} \
+         (run the version that wrote it until `ap-intake status` shows nothing pending, or \
+         move the file away)"
+    )]
+    NewerSchema {
+        /// The file.
+        path: String,
+        /// Its schema.
+        version: i64,
+        /// The schema this version reads.
+        reads: i64,
+    },
+    /// The PostgreSQL database cannot be reached or used (D39).
+    #[error("queue storage unavailable: {0}")]
+    Database(String),
+    /// The readiness probe's write did not read back.
+    #[error("queue storage unavailable: the probe write did not read back")]
+    ProbeFailed,
+    /// A bug: a lock poisoned by a panic, a task that did not finish.
+    #[error("queue storage unavailable: internal error: {0}")]
+    Internal(String),
 }
 
 /// A node of a cluster that shares the queue (D39): one running process (D41).

@@ -17,9 +17,8 @@ const PRUNE_AFTER_LEASES: f64 = 120.0;
 /// A new instance id: 128 random bits in hex, never shared by two processes in practice.
 pub(super) fn draw() -> Result<String, StoreError> {
     let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| {
-        StoreError::Unavailable(format!("cannot draw this node's instance id: {e}"))
-    })?;
+    getrandom::fill(&mut bytes)
+        .map_err(|e| StoreError::Database(format!("cannot draw this node's instance id: {e}")))?;
     Ok(hex::encode(bytes))
 }
 

@@ -95,7 +95,7 @@ impl PostgresStore {
         let mut config: postgres::Config = settings
             .url
             .parse()
-            .map_err(|e| StoreError::Unavailable(format!("database URL {shown}: {e}")))?;
+            .map_err(|e| StoreError::Database(format!("database URL {shown}: {e}")))?;
         if let Some(p) = &settings.password {
             config.password(p);
         }
@@ -122,7 +122,7 @@ impl PostgresStore {
         };
         let found = store.with(migrate)?;
         if found > SCHEMA_VERSION {
-            return Err(StoreError::Unavailable(format!(
+            return Err(StoreError::Database(format!(
                 "the queue database {} has schema {found}, written by a newer ap-intake; this \
                  version reads schema {SCHEMA_VERSION}",
                 store.shown
@@ -226,7 +226,7 @@ impl PostgresStore {
                 } else {
                     ""
                 };
-                StoreError::Unavailable(format!("database {}: {why}{hint}", self.shown))
+                StoreError::Database(format!("database {}: {why}{hint}", self.shown))
             }
         }
     }

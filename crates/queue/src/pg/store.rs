@@ -112,9 +112,7 @@ impl Store for PostgresStore {
     fn probe(&self) -> Result<(), StoreError> {
         match self.with(|c| write::probe(c, &self.instance))? {
             true => Ok(()),
-            false => Err(StoreError::Unavailable(
-                "probe write did not read back".into(),
-            )),
+            false => Err(StoreError::ProbeFailed),
         }
     }
 

@@ -40,12 +40,11 @@ fn header(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     }
     // Schema 1 is upgraded when the queue is opened (migrate.rs).
     if version != SCHEMA_VERSION && version != 1 {
-        return Err(StoreError::Unavailable(format!(
-            "{} has queue schema {version}; this version of ap-intake reads schema \
-             {SCHEMA_VERSION} (run the version that wrote it until `ap-intake status` shows \
-             nothing pending, or move the file away)",
-            path.display()
-        )));
+        return Err(StoreError::NewerSchema {
+            path: path.display().to_string(),
+            version,
+            reads: SCHEMA_VERSION,
+        });
     }
     Ok(())
 }

@@ -251,7 +251,7 @@ impl SqliteStore {
         let w = self
             .writer
             .lock()
-            .map_err(|_| StoreError::Unavailable("queue writer lock poisoned".into()))?;
+            .map_err(|_| StoreError::Internal("queue writer lock poisoned".into()))?;
         let text = |name: &str| -> rusqlite::Result<String> {
             w.conn
                 .query_row(&format!("PRAGMA {name}"), [], |r| r.get::<_, String>(0))
@@ -319,7 +319,7 @@ impl SqliteStore {
         let mut w = self
             .writer
             .lock()
-            .map_err(|_| StoreError::Unavailable("queue writer lock poisoned".into()))?;
+            .map_err(|_| StoreError::Internal("queue writer lock poisoned".into()))?;
         let WriterConn {
             conn,
             next_version,
@@ -499,7 +499,7 @@ fn error_at(path: &Path, e: rusqlite::Error) -> StoreError {
             detail: e.to_string(),
         },
         Some(C::DatabaseBusy | C::DatabaseLocked) => StoreError::Busy(file),
-        Some(C::CannotOpen) => StoreError::Unavailable(format!("cannot open {file}: {e}")),
-        _ => StoreError::Unavailable(format!("{file}: {e}")),
+        Some(C::CannotOpen) => StoreError::Engine(format!("cannot open {file}: {e}")),
+        _ => StoreError::Engine(format!("{file}: {e}")),
     }
 }

@@ -102,9 +102,7 @@ impl Store for SqliteStore {
         self.recheck()?;
         match self.write(true, |tx, _| write::probe(tx, crate::now_ms()))? {
             true => Ok(()),
-            false => Err(StoreError::Unavailable(
-                "probe write did not read back".into(),
-            )),
+            false => Err(StoreError::ProbeFailed),
         }
     }
 

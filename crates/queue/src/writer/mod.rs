@@ -94,10 +94,8 @@ impl Writer {
         let mut stored = 0;
         for (len, answer) in answers {
             let result = match answer {
-                Some(answer) => answer.await.unwrap_or_else(|_| {
-                    Err(StoreError::Unavailable("queue writer stopped".into()))
-                }),
-                None => Err(StoreError::Unavailable("shutting down".into())),
+                Some(answer) => answer.await.unwrap_or(Err(StoreError::Stopping)),
+                None => Err(StoreError::Stopping),
             };
             match result {
                 Ok(()) => stored += len,
@@ -180,9 +178,7 @@ impl QueueWriter {
             .into_iter()
             .partition(|j| !j.failed.load(Ordering::Relaxed));
         for job in skipped {
-            let _ = job.reply.send(Err(StoreError::Unavailable(
-                "an earlier part of the request was not stored".into(),
-            )));
+            let _ = job.reply.send(Err(StoreError::EarlierPartFailed));
         }
         if jobs.is_empty() {
             return;
