@@ -239,10 +239,13 @@ pub fn status_command(
     let response = admin::query(at, &req)?;
     if json {
         let value = match &response {
-            Response::Status(r) => serde_json::to_string_pretty(r)?,
+            Response::Status(r) => serde_json::to_string_pretty(&status::wire::Report::from(r))?,
             Response::Keys(k) => serde_json::to_string_pretty(k)?,
-            Response::Parked(p) => serde_json::to_string_pretty(p)?,
-            Response::Item(Some(i)) => serde_json::to_string_pretty(i)?,
+            Response::Parked(p) => {
+                let parked: Vec<_> = p.iter().map(admin::wire::Parked::from).collect();
+                serde_json::to_string_pretty(&parked)?
+            }
+            Response::Item(Some(i)) => serde_json::to_string_pretty(&admin::wire::Item::from(i))?,
             Response::Item(None) => bail!("no queued record with that key"),
             Response::Receipts(r) if r.is_empty() => bail!("{NO_RECEIPT}"),
             Response::Receipts(r) => {

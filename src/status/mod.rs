@@ -1,19 +1,20 @@
 //! `ap-intake status` (D22): what the queue holds per interface, built the same way from the
 //! running service (over the admin socket) or from the data directory of a stopped one.
+//! [`Report`] is the report as the service works with it; what `status --json` prints and
+//! the admin socket carries is its wire form, [`wire::Report`].
 
 use crate::delivery::target::sink_dir;
 use crate::interfaces::INTERFACES;
 use crate::queue::{Store, StoreError, now_ms};
-use serde::{Deserialize, Serialize};
 
 pub mod receipt;
 mod render;
+pub mod wire;
 pub use render::render;
 use std::path::Path;
 
 /// Where a report came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     /// The running service answered on its admin socket.
     Service,
@@ -21,8 +22,8 @@ pub enum Source {
     DataDirectory,
 }
 
-/// The whole report (`status --json` prints it as is).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The whole report (`status --json` prints its [`wire::Report`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
     /// Running service or data directory.
     pub source: Source,
@@ -33,16 +34,14 @@ pub struct Report {
     /// What the sandbox sink received (D21), when there is a sink.
     pub sandbox_sink: Option<SinkReport>,
     /// The nodes sharing the queue (D39, PostgreSQL); empty for one service's own queue.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<crate::queue::Node>,
     /// Node names that two or more live processes carry (D41), in order: their leases stay
     /// apart, but status and logs cannot tell them apart by name.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub duplicate_node_names: Vec<String>,
 }
 
 /// One interface's line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InterfaceReport {
     /// Identifier, as in logs and the platform path.
     pub interface: String,
@@ -53,7 +52,6 @@ pub struct InterfaceReport {
     /// Parked after the platform refused them.
     pub rejected: u64,
     /// Parked because they could not be read back (D29).
-    #[serde(default)]
     pub quarantined: u64,
     /// Delivered so far.
     pub delivered: u64,
@@ -69,15 +67,13 @@ pub struct InterfaceReport {
     pub next_retry_ms: Option<u64>,
     /// `flowing`, `backing off` (the platform or the network failed) or `paused` (the
     /// platform refused the configuration: credentials, URL, proxy; D32).
-    #[serde(default)]
     pub delivery: String,
     /// The latest successful delivery (unix ms).
-    #[serde(default)]
     pub last_success_ms: Option<u64>,
 }
 
 /// Documents and records the sandbox sink holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SinkReport {
     /// The directory.
     pub dir: String,

@@ -19,7 +19,7 @@ pub struct Shown<'a> {
 struct ShownRecord<'a> {
     index: u32,
     key: &'a str,
-    state: ReceiptState,
+    state: &'static str,
     updated_at: Option<String>,
     reason: Option<&'a str>,
 }
@@ -41,10 +41,22 @@ impl<'a> ShownRecord<'a> {
         Self {
             index: r.index,
             key: &r.key,
-            state: r.state,
+            state: word(r.state),
             updated_at: r.updated_at_ms.map(rfc3339),
             reason: r.reason.as_deref(),
         }
+    }
+}
+
+/// A record's state as clients and operators read it: the words of the OpenAPI document's
+/// `ReceiptState` (D38), spelled here rather than derived from the queue's type.
+pub fn word(state: ReceiptState) -> &'static str {
+    match state {
+        ReceiptState::Pending => "pending",
+        ReceiptState::Delivered => "delivered",
+        ReceiptState::Rejected => "rejected",
+        ReceiptState::Quarantined => "quarantined",
+        ReceiptState::Superseded => "superseded",
     }
 }
 
@@ -76,10 +88,7 @@ pub fn render(r: &Receipt) -> String {
     );
     let _ = writeln!(out, "{:>6}  {:<12} {:<25} KEY", "INDEX", "STATE", "UPDATED");
     for rec in &r.records {
-        let state = serde_json::to_value(rec.state)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let state = word(rec.state);
         let updated = rec.updated_at_ms.map_or("-".into(), rfc3339);
         let _ = write!(
             out,

@@ -1,7 +1,10 @@
 //! `ap-intake status` and `ap-intake requeue` against the real binary (D18, D21, D22): the
 //! same report from the running service over its admin socket and from the data directory of
 //! a stopped one, rejected records listed and requeued, the errors when neither can be reached,
-//! and what the sandbox sink received.
+//! and what the sandbox sink received. `status/wire.rs`: the `--json` document against
+//! committed copies, and the admin socket's version.
+
+mod wire;
 
 use crate::common;
 use common::receiver::*;

@@ -8,6 +8,11 @@
 //! embedded one (D28; its schema is in `sqlite/mod.rs`) and `tests/it/store_suite/` the suite
 //! every implementation must pass. [`Writer`] stores the records of concurrent requests in
 //! one transaction, so they share one fsync (group commit, D17).
+//!
+//! Its types ([`Item`], [`State`], [`Stats`], [`Backoff`], [`Node`], the receipts) are the
+//! store's words, not formats: they are not serialized. What leaves the process is the
+//! service's own wire types (`status/wire.rs`, `admin/wire.rs`), and the engines store
+//! columns of their own.
 
 #![forbid(unsafe_code)]
 #![cfg_attr(
@@ -37,11 +42,8 @@ pub use pg::PostgresStore;
 pub use sqlite::{Mode, SqliteStore};
 pub use writer::Writer;
 
-use serde::{Deserialize, Serialize};
-
 /// Where a queued item stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
     /// Waiting for delivery to the platform.
     Pending,
@@ -53,7 +55,7 @@ pub enum State {
 }
 
 /// One queued record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Item {
     /// Identifier of the interface the latest version came through.
     pub interface: String,
@@ -107,7 +109,7 @@ impl Sent {
 
 /// The retry state of one interface's deliveries, kept so a restart neither forgets nor
 /// hammers (D18).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Backoff {
     /// Failed deliveries in a row.
     pub failures: u32,
@@ -119,22 +121,19 @@ pub struct Backoff {
     pub last_error_ms: Option<u64>,
     /// The platform's answer concerns the configuration (401, 403, 404, 405, 407): delivery
     /// of the interface is paused until it accepts again (D32).
-    #[serde(default)]
     pub paused: bool,
     /// The latest successful delivery (unix ms).
-    #[serde(default)]
     pub last_success_ms: Option<u64>,
 }
 
 /// What `status` shows of one interface.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Items waiting for delivery.
     pub pending: u64,
     /// Items parked after a rejection.
     pub rejected: u64,
     /// Items parked because they could not be read (D29).
-    #[serde(default)]
     pub quarantined: u64,
     /// Items delivered since the queue was created.
     pub delivered: u64,
@@ -251,12 +250,11 @@ pub enum StoreError {
 }
 
 /// A node of a cluster that shares the queue (D39): one running process (D41).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
     /// Its name (`[storage.postgres] node`): a label, which two processes may share.
     pub name: String,
     /// The id this process drew when it started, which its leases are kept by (D41).
-    #[serde(default)]
     pub instance: String,
     /// When it started (unix ms).
     pub started_at_ms: u64,
@@ -266,13 +264,7 @@ pub struct Node {
     pub leases: u64,
     /// Seen within its lease period: running, as far as the database can tell. A process
     /// gone without a clean stop stays listed, not live, until it is pruned.
-    #[serde(default = "live_by_default")]
     pub live: bool,
-}
-
-/// Reports of versions before D41 listed every node without saying: take it as live.
-fn live_by_default() -> bool {
-    true
 }
 
 /// The queue's storage.

@@ -2,7 +2,6 @@
 //! records, in the same transaction, and read back by `GET /requests/<id>` and
 //! `ap-intake status request <id>`; it is kept for `[receipts] retention_days`.
 
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// The head of a request's receipt: who sent it, when, through which interface.
@@ -31,8 +30,7 @@ pub struct ReceiptLine {
 }
 
 /// Where one record of a receipt stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReceiptState {
     /// Queued, not yet taken by the platform.
     Pending,
@@ -47,7 +45,7 @@ pub enum ReceiptState {
 }
 
 /// One record of a receipt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiptRecord {
     /// Its index in the request's `record` array.
     pub index: u32,
@@ -62,7 +60,7 @@ pub struct ReceiptRecord {
 }
 
 /// A request's receipt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Receipt {
     /// The request's id.
     pub request_id: String,

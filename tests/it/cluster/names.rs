@@ -159,7 +159,8 @@ fn d41_status_lists_both_nodes_of_one_name_and_warns() {
     assert!(report.nodes.iter().all(|n| n.live), "{:?}", report.nodes);
     assert_eq!(report.duplicate_node_names, [TWIN]);
 
-    let json = serde_json::to_value(&report).unwrap(); // what `status --json` prints
+    // What `status --json` prints.
+    let json = serde_json::to_value(ap_intake::status::wire::Report::from(&report)).unwrap();
     assert_eq!(json["duplicate_node_names"], serde_json::json!([TWIN]));
     for n in json["nodes"].as_array().unwrap() {
         for field in [
@@ -188,7 +189,7 @@ fn d41_status_lists_both_nodes_of_one_name_and_warns() {
     let names: Vec<&str> = report.nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, ["solo", TWIN], "the stopped node's row went");
     assert!(report.duplicate_node_names.is_empty(), "{report:?}");
-    let json = serde_json::to_value(&report).unwrap();
+    let json = serde_json::to_value(ap_intake::status::wire::Report::from(&report)).unwrap();
     assert!(json.get("duplicate_node_names").is_none(), "{json}");
 }
 

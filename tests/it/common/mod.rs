@@ -471,5 +471,6 @@ pub fn status_of(app: &TestApp, iface: &str) -> Value {
         Response::Status(r) => r,
         other => panic!("status answered {other:?}"),
     };
-    setup::entry(&serde_json::to_value(&report).unwrap(), iface).clone()
+    let wire = ap_intake::status::wire::Report::from(&report);
+    setup::entry(&serde_json::to_value(&wire).unwrap(), iface).clone()
 }

@@ -1,13 +1,15 @@
 //! The admin socket (D22, D37): `status`, `requeue` and `drop` talk to the running service
 //! over a Unix socket (`[admin] socket`; by default in systemd's runtime directory, else in
 //! the data directory), readable and writable by its owner only. When no service answers,
-//! the same commands run against the store in the data directory itself.
+//! the same commands run against the store in the data directory itself. The commands and
+//! answers cross the socket in their wire form, versioned ([`wire`]).
+
+pub mod wire;
 
 use crate::config::Locations;
 use crate::delivery::Waker;
 use crate::queue::{self, Item, Mode, QueueKey, State, Store, StoreError};
 use crate::status::{self, Report, Source};
-use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
@@ -16,9 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
-/// A command, sent as one line of JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "command", rename_all = "snake_case")]
+/// A command (sent as one line of JSON, [`wire::Request`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     /// The status report.
     Status,
@@ -56,9 +57,8 @@ pub enum Request {
     },
 }
 
-/// The answer, one line of JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// The answer (one line of JSON, [`wire::Response`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Response {
     /// For `Status`.
     Status(Report),
@@ -79,7 +79,7 @@ pub enum Response {
 }
 
 /// A parked record and the reason it is parked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParkedRecord {
     /// The key in operator form.
     pub key: String,
@@ -110,6 +110,17 @@ pub enum AdminError {
          was removed (check --config and [storage] data_dir)"
     )]
     NoQueue(PathBuf),
+    /// The running service answered in a version of the protocol this release cannot read.
+    #[error(
+        "the running service answered on {socket}, but {error}: use the ap-intake of the \
+         service's release"
+    )]
+    Version {
+        /// The socket that answered.
+        socket: PathBuf,
+        /// What cannot be read.
+        error: wire::LineError,
+    },
 }
 
 /// Where the packaged unit's service listens when the operator's shell has no
@@ -182,8 +193,14 @@ pub fn query(at: &Locations, req: &Request) -> Result<Response, AdminError> {
     for socket in &sockets {
         match ask(socket, req) {
             Ok(r) => return Ok(r),
-            Err(e) if socket_error.is_empty() => socket_error = e.to_string(),
-            Err(_) => {}
+            Err(Unanswered::Version(error)) => {
+                return Err(AdminError::Version {
+                    socket: socket.clone(),
+                    error,
+                });
+            }
+            Err(Unanswered::Io(e)) if socket_error.is_empty() => socket_error = e.to_string(),
+            Err(Unanswered::Io(_)) => {}
         }
     }
     match queue::open(&at.storage, &at.data_dir, Mode::Inspect) {
@@ -203,15 +220,32 @@ pub fn query(at: &Locations, req: &Request) -> Result<Response, AdminError> {
     }
 }
 
-fn ask(socket: &Path, req: &Request) -> std::io::Result<Response> {
+/// Why a socket gave no answer to use.
+enum Unanswered {
+    /// Nothing answered there, or not in the protocol.
+    Io(std::io::Error),
+    /// A service answered in a version this release does not read.
+    Version(wire::LineError),
+}
+
+impl From<std::io::Error> for Unanswered {
+    fn from(e: std::io::Error) -> Self {
+        Self::Io(e)
+    }
+}
+
+fn ask(socket: &Path, req: &Request) -> Result<Response, Unanswered> {
     let mut stream = UnixStream::connect(socket)?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let mut line = serde_json::to_vec(req)?;
-    line.push(b'\n');
+    let line = wire::to_line(&wire::Request::from(req), true).map_err(std::io::Error::from)?;
     stream.write_all(&line)?;
     let mut answer = String::new();
     BufReader::new(stream).read_line(&mut answer)?;
-    Ok(serde_json::from_str(&answer)?)
+    match wire::from_line::<wire::Response>(&answer) {
+        Ok(r) => Ok(r.message.into()),
+        Err(e @ wire::LineError::Version(_)) => Err(Unanswered::Version(e)),
+        Err(wire::LineError::Malformed(e)) => Err(Unanswered::Io(e.into())),
+    }
 }
 
 /// Creates the admin socket at `path`, owner-only (before anything listens, so a socket that
@@ -258,8 +292,13 @@ pub async fn serve(
             if reader.read_line(&mut line).await.is_err() {
                 return;
             }
-            let response = match serde_json::from_str::<Request>(&line) {
+            let received = wire::from_line::<wire::Request>(&line);
+            // A command without a version, from an ap-intake of an earlier release, is
+            // answered in the form that release reads.
+            let versioned = received.as_ref().map_or(true, |r| r.versioned);
+            let response = match received {
                 Ok(req) => tokio::task::spawn_blocking(move || {
+                    let req = Request::from(req.message);
                     let r = execute(store.as_ref(), &data_dir, Source::Service, &req);
                     if matches!(r, Response::Requeued(n) if n > 0) {
                         waker.wake();
@@ -268,10 +307,14 @@ pub async fn serve(
                 })
                 .await
                 .unwrap_or_else(|e| Response::Error(e.to_string())),
-                Err(e) => Response::Error(format!("bad request: {e}")),
+                Err(e @ wire::LineError::Version(_)) => Response::Error(format!(
+                    "the running service cannot read this command: {e}; use the ap-intake of \
+                     the service's release"
+                )),
+                Err(wire::LineError::Malformed(e)) => Response::Error(format!("bad request: {e}")),
             };
-            let mut out = serde_json::to_vec(&response).unwrap_or_default();
-            out.push(b'\n');
+            let out =
+                wire::to_line(&wire::Response::from(&response), versioned).unwrap_or_default();
             let _ = write.write_all(&out).await;
         });
     }
