@@ -4,7 +4,7 @@
 //! and proxy. A file that does not check is refused and logged; the running config stays.
 //! Everything else takes effect at the next restart, and the log says which keys changed.
 
-use crate::config::Config;
+use crate::config::{Admin, Config, Delivery, DeliverySettings, Log, Server};
 use crate::delivery::target::{PlatformClient, SandboxSink, Target};
 use crate::http::auth::Auth;
 use crate::live::Live;
@@ -77,32 +77,79 @@ impl Reloader {
 
     /// Builds everything first, so a broken certificate or proxy changes nothing; then swaps.
     fn apply(&self, next: &Config) -> Result<Vec<&'static str>, String> {
+        // No `..` in this pattern nor in `needs_restart`'s: a key added to `Config` (or to one
+        // of the sections named here) does not compile until it is applied below or named
+        // restart-only there, so a reload never ignores a changed key without saying so (D34).
+        let Config {
+            api_keys,
+            server:
+                Server {
+                    // Applied: the certificate and key are read again (turning TLS on or off
+                    // is restart-only).
+                    tls,
+                    listen: _,
+                    header_timeout: _,
+                    body_timeout: _,
+                    handshake_timeout: _,
+                    max_connections: _,
+                    max_connections_per_ip: _,
+                    max_streams_per_connection: _,
+                },
+            log:
+                Log {
+                    level,
+                    format: _,
+                    stderr: _,
+                    dir: _,
+                    max_files: _,
+                    requests: _,
+                },
+            // Applied whole: `PlatformClient::new` reads every part of it.
+            platform,
+            delivery:
+                Delivery {
+                    // Goes with the platform client.
+                    timeout,
+                    settings: _,
+                },
+            // Restart-only: `needs_restart` names them.
+            sandbox: _,
+            admin: _,
+            data_dir: _,
+            storage: _,
+            max_body_bytes: _,
+            max_records: _,
+            inflight_bytes: _,
+            schema_dir: _,
+            accounting_types: _,
+            receipt_retention: _,
+        } = next;
         // Sandbox or not is decided at start: keys and deliveries follow the running mode.
         let sandbox = self.started.sandbox;
-        let tls = match &next.server.tls {
+        let tls = match tls {
             Some(t) => Some(tokio_rustls::TlsAcceptor::from(
                 crate::http::tls::server_config(t).map_err(|e| e.to_string())?,
             )),
             None => None,
         };
-        let target = match (&next.platform, sandbox) {
+        let target = match (platform, sandbox) {
             (Some(p), false) => Some(Target::Platform(
-                PlatformClient::new(p, next.delivery.timeout)
-                    .map_err(|e| format!("[platform]: {e}"))?,
+                PlatformClient::new(p, *timeout).map_err(|e| format!("[platform]: {e}"))?,
             )),
             (None, true) => Some(Target::Sandbox(SandboxSink::new(&self.started.data_dir))),
             _ => None,
         };
-        crate::telemetry::set_level(&next.log.level)?;
+        crate::telemetry::set_level(level)?;
         let old = &self.current;
         let mut applied = Vec::new();
-        if old.log.level != next.log.level {
+        if old.log.level != *level {
             applied.push("log.level");
         }
-        self.parts
-            .auth
-            .set(Auth::new(sandbox, next.api_keys.clone()));
-        if format!("{:?}", old.api_keys) != format!("{:?}", next.api_keys) {
+        // A key whose name, hash and limits stay keeps its rate limiter, and with it what
+        // its client has used of the burst (D20, D34).
+        let auth = self.parts.auth.get().renewed(sandbox, api_keys.clone());
+        self.parts.auth.set(auth);
+        if old.api_keys != *api_keys {
             applied.push("api_keys");
         }
         if self.started.server.tls.is_some() == tls.is_some() {
@@ -127,63 +174,114 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
             keys.push(key);
         }
     };
-    differs("sandbox", old.sandbox != new.sandbox);
-    let (a, b) = (&old.server, &new.server);
-    differs("server.listen", a.listen != b.listen);
+    // No `..` (see `Reloader::apply`): every key of `new` is compared here or applied there.
+    let Config {
+        sandbox,
+        server,
+        admin,
+        log,
+        data_dir,
+        storage,
+        max_body_bytes,
+        max_records,
+        inflight_bytes,
+        schema_dir,
+        accounting_types,
+        delivery,
+        receipt_retention,
+        // Applied by `apply`.
+        api_keys: _,
+        platform: _,
+    } = new;
+    differs("sandbox", old.sandbox != *sandbox);
+    let Server {
+        listen,
+        tls,
+        header_timeout,
+        body_timeout,
+        handshake_timeout,
+        max_connections,
+        max_connections_per_ip,
+        max_streams_per_connection,
+    } = server;
+    let a = &old.server;
+    differs("server.listen", a.listen != *listen);
     differs(
         "server.header_timeout_secs",
-        a.header_timeout != b.header_timeout,
+        a.header_timeout != *header_timeout,
     );
-    differs("server.body_timeout_secs", a.body_timeout != b.body_timeout);
+    differs("server.body_timeout_secs", a.body_timeout != *body_timeout);
     differs(
         "server.handshake_timeout_secs",
-        a.handshake_timeout != b.handshake_timeout,
+        a.handshake_timeout != *handshake_timeout,
     );
     differs(
         "server.max_connections",
-        a.max_connections != b.max_connections,
+        a.max_connections != *max_connections,
     );
     differs(
         "server.max_connections_per_ip",
-        a.max_connections_per_ip != b.max_connections_per_ip,
+        a.max_connections_per_ip != *max_connections_per_ip,
     );
     differs(
         "server.max_streams_per_connection",
-        a.max_streams_per_connection != b.max_streams_per_connection,
+        a.max_streams_per_connection != *max_streams_per_connection,
     );
+    // The certificate and key are applied; whether there is TLS at all is not.
     differs(
         "server.tls (turning TLS on or off)",
-        old.server.tls.is_some() != new.server.tls.is_some(),
+        a.tls.is_some() != tls.is_some(),
     );
     differs(
         "storage",
-        old.data_dir != new.data_dir || old.storage != new.storage,
+        old.data_dir != *data_dir || old.storage != *storage,
     );
-    differs("admin", old.admin != new.admin);
+    let Admin { listen, socket } = admin;
+    differs(
+        "admin",
+        old.admin.listen != *listen || old.admin.socket != *socket,
+    );
     differs(
         "limits",
         (old.max_body_bytes, old.max_records, old.inflight_bytes)
-            != (new.max_body_bytes, new.max_records, new.inflight_bytes),
+            != (*max_body_bytes, *max_records, *inflight_bytes),
     );
-    differs("validation.schema_dir", old.schema_dir != new.schema_dir);
+    differs("validation.schema_dir", old.schema_dir != *schema_dir);
     differs(
         "accounting_objects",
-        old.accounting_types != new.accounting_types,
+        old.accounting_types != *accounting_types,
     );
     // The timeout goes with the platform client, which a reload rebuilds.
+    let Delivery {
+        settings: DeliverySettings {
+            batch_size,
+            backoff,
+        },
+        timeout: _,
+    } = delivery;
+    let a = &old.delivery.settings;
     differs(
         "delivery (batch size, backoff)",
-        old.delivery.settings != new.delivery.settings,
+        a.batch_size != *batch_size || a.backoff != *backoff,
     );
-    let (a, b) = (&old.log, &new.log);
-    differs("log.format", a.format != b.format);
-    differs("log.stderr", a.stderr != b.stderr);
-    differs("log.dir", a.dir != b.dir);
-    differs("log.max_files", a.max_files != b.max_files);
-    differs("log.requests", a.requests != b.requests);
+    let Log {
+        // Applied by `apply`.
+        level: _,
+        format,
+        stderr,
+        dir,
+        max_files,
+        requests,
+    } = log;
+    let a = &old.log;
+    differs("log.format", a.format != *format);
+    differs("log.stderr", a.stderr != *stderr);
+    differs("log.dir", a.dir != *dir);
+    differs("log.max_files", a.max_files != *max_files);
+    differs("log.requests", a.requests != *requests);
     differs(
         "receipts.retention_days",
-        old.receipt_retention != new.receipt_retention,
+        old.receipt_retention != *receipt_retention,
     );
     keys
 }

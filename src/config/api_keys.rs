@@ -23,7 +23,7 @@ pub enum Access {
 }
 
 /// One configured API key; the key itself is never stored, only its SHA-256 (D20).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiKey {
     /// Shown in logs instead of the key.
     pub name: String,

@@ -5,6 +5,7 @@ use crate::interfaces::Interface;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use sha2::{Digest, Sha256};
+use std::sync::Arc;
 use std::time::Duration;
 use subtle::ConstantTimeEq;
 
@@ -43,17 +44,47 @@ pub fn retry_after_secs(d: Duration) -> u64 {
 /// The configured keys and their rate limiters; in sandbox no key is needed (D21).
 pub struct Auth {
     sandbox: bool,
-    keys: Vec<(ApiKey, Option<DefaultDirectRateLimiter>)>,
+    /// Each key with its limiter; the limiter is shared with the `Auth` a reload builds
+    /// while the key and its limits stay the same (D34).
+    keys: Vec<(ApiKey, Option<Arc<DefaultDirectRateLimiter>>)>,
 }
 
 impl Auth {
     /// Checks against `keys`, or lets everyone in when `sandbox`.
     pub fn new(sandbox: bool, keys: Vec<ApiKey>) -> Self {
+        Self::with_limiters(sandbox, keys, |_| None)
+    }
+
+    /// The `Auth` of a reload (D34): like [`Auth::new`], but a key whose name, SHA-256 and
+    /// rate limit are those of a key here keeps that key's limiter, so a reload gives no
+    /// client a fresh burst. A key whose rate or burst changed gets a new limiter; a key no
+    /// longer configured leaves with its limiter.
+    pub fn renewed(&self, sandbox: bool, keys: Vec<ApiKey>) -> Self {
+        Self::with_limiters(sandbox, keys, |k| {
+            self.keys
+                .iter()
+                .find(|(old, _)| {
+                    old.name == k.name && old.sha256 == k.sha256 && old.rate_limit == k.rate_limit
+                })
+                .and_then(|(_, limiter)| limiter.clone())
+        })
+    }
+
+    /// `keys`, each with the limiter `kept` gives it, or else a new one for its rate limit.
+    fn with_limiters(
+        sandbox: bool,
+        keys: Vec<ApiKey>,
+        kept: impl Fn(&ApiKey) -> Option<Arc<DefaultDirectRateLimiter>>,
+    ) -> Self {
         let keys = keys
             .into_iter()
             .map(|k| {
                 let limiter = k.rate_limit.map(|r| {
-                    RateLimiter::direct(Quota::per_second(r.per_second).allow_burst(r.burst))
+                    kept(&k).unwrap_or_else(|| {
+                        Arc::new(RateLimiter::direct(
+                            Quota::per_second(r.per_second).allow_burst(r.burst),
+                        ))
+                    })
                 });
                 (k, limiter)
             })
@@ -113,5 +144,82 @@ impl Auth {
             });
         }
         Ok(Some(&key.name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RateLimit;
+    use std::num::NonZeroU32;
+
+    fn key(name: &str, secret: &[u8], limit: Option<(u32, u32)>) -> ApiKey {
+        let n = |v| NonZeroU32::new(v).unwrap();
+        ApiKey {
+            name: name.into(),
+            sha256: Sha256::digest(secret).into(),
+            access: Access::All,
+            rate_limit: limit.map(|(per_second, burst)| RateLimit {
+                per_second: n(per_second),
+                burst: n(burst),
+            }),
+        }
+    }
+
+    fn limiter<'a>(auth: &'a Auth, name: &str) -> Option<&'a Arc<DefaultDirectRateLimiter>> {
+        auth.keys
+            .iter()
+            .find(|(k, _)| k.name == name)
+            .and_then(|(_, l)| l.as_ref())
+    }
+
+    /// D34: a reload keeps the limiter of a key whose name, hash and limits stay (its
+    /// exhausted burst with it), gives a changed one a new limiter, and drops a removed one.
+    #[test]
+    fn a_renewed_auth_keeps_the_limiters_of_unchanged_keys() {
+        let old = Auth::new(
+            false,
+            vec![
+                key("same", b"s", Some((1, 1))),
+                key("rate", b"r", Some((1, 1))),
+                key("burst", b"b", Some((1, 1))),
+                key("hash", b"h", Some((1, 1))),
+                key("gone", b"g", Some((1, 1))),
+            ],
+        );
+        assert_eq!(old.identify(Some(b"s")), Ok(Some("same")));
+        assert!(matches!(
+            old.identify(Some(b"s")),
+            Err(Denied::RateLimited { .. })
+        ));
+        let new = old.renewed(
+            false,
+            vec![
+                key("same", b"s", Some((1, 1))),
+                key("rate", b"r", Some((2, 1))),
+                key("burst", b"b", Some((1, 2))),
+                key("hash", b"h2", Some((1, 1))),
+                key("added", b"a", Some((1, 1))),
+            ],
+        );
+        let kept = |name| match (limiter(&old, name), limiter(&new, name)) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        assert!(kept("same"));
+        assert!(!kept("rate") && !kept("burst") && !kept("hash"));
+        assert!(limiter(&new, "added").is_some());
+        assert!(limiter(&new, "gone").is_none());
+        assert_eq!(new.identify(Some(b"g")), Err(Denied::Invalid));
+        // The burst spent before the reload stays spent.
+        assert!(matches!(
+            new.identify(Some(b"s")),
+            Err(Denied::RateLimited { .. })
+        ));
+        // A key without a limit has no limiter; given one by a reload, it gets one.
+        let free = Auth::new(false, vec![key("k", b"k", None)]);
+        assert!(limiter(&free, "k").is_none());
+        let limited = free.renewed(false, vec![key("k", b"k", Some((1, 1)))]);
+        assert!(limiter(&limited, "k").is_some());
     }
 }

@@ -1,7 +1,8 @@
 //! SIGHUP (D34): the real binary re-reads its config file; new keys are accepted, removed
 //! ones refused, a new TLS certificate is served on new connections (a connection opened
 //! before keeps working), a new log level applies, and a broken file (or key file) is
-//! refused with the running configuration kept.
+//! refused with the running configuration kept. A key whose limits stay keeps its rate
+//! limiter, spent burst and all; a key with new limits gets them.
 
 use crate::common;
 use common::certs::{Ca, Leaf};
@@ -391,4 +392,156 @@ fn sighup_names_every_change_it_cannot_apply() {
         missing.is_empty(),
         "the restart warning does not name {missing:?}:\n{line}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rate limits across a reload (D20, D34)
+
+/// A config whose keys are `(key, (rate_limit_per_second, burst))`, without a limit for
+/// `None`, at log level `level`.
+fn limited_config(data: &Path, keys: &[(&str, Option<(u32, u32)>)], level: &str) -> String {
+    let mut text = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nplain_http = true\n[storage]\ndata_dir = \"{}\"\n\
+         [platform]\nurl = \"http://127.0.0.1:9/intake\"\n[log]\nlevel = \"{level}\"\n\
+         [admin]\nlisten = \"\"\n",
+        data.display()
+    );
+    for (i, (key, limit)) in keys.iter().enumerate() {
+        text.push_str(&format!(
+            "[[api_keys]]\nname = \"k{i}\"\nsha256 = \"{}\"\ninterfaces = [\"*\"]\n",
+            sha(key)
+        ));
+        if let Some((rate, burst)) = limit {
+            text.push_str(&format!(
+                "rate_limit_per_second = {rate}\nburst = {burst}\n"
+            ));
+        }
+    }
+    text
+}
+
+/// POSTs with `key` until the first 429 (at most `most` times): how many were accepted
+/// before it, and when it came (`None` when none did).
+fn spend(service: &Service, key: &str, most: usize) -> (usize, Option<Instant>) {
+    let body = envelope(&[fixture("general-ledger-codes", "minimal")]).to_string();
+    for accepted in 0..most {
+        let reply = post(service.addr, GL, &body, Some(key));
+        match reply.status {
+            202 => {}
+            429 => return (accepted, Some(Instant::now())),
+            other => panic!("HTTP {other} for {key:?}: {}", reply.text),
+        }
+    }
+    (most, None)
+}
+
+/// The most requests a limit of one per second can have let through since the 429 at
+/// `refused`: each whole second gives one, and the first may come at once.
+fn refilled(refused: Instant) -> usize {
+    refused.elapsed().as_secs() as usize + 1
+}
+
+/// The `n`th (from 1) "reload: configuration re-read" line.
+fn reread_line(service: &Service, n: usize) -> String {
+    wait_log(service, "reload: configuration re-read", n);
+    let log = service.stderr();
+    let line = log
+        .lines()
+        .filter(|l| l.contains("reload: configuration re-read"))
+        .nth(n - 1)
+        .unwrap();
+    line.to_string()
+}
+
+/// A reload used to build every rate limiter afresh, so a client that had spent its burst
+/// got a new one with each `systemctl reload`. A key whose name, hash and limits are the
+/// same keeps its limiter: after a reload of the same file, and after one that changes only
+/// the log level, its burst is still spent (D20, D34).
+#[test]
+fn sighup_keeps_the_spent_burst_of_an_unchanged_key() {
+    const BURST: usize = 10;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let file = dir.path().join("c.toml");
+    let keys = [(KEY, Some((1, BURST as u32)))];
+    std::fs::write(&file, limited_config(&data, &keys, "info")).unwrap();
+    let service = Service::start(&file, dir.path());
+
+    let (accepted, refused) = spend(&service, KEY, 3 * BURST);
+    let mut refused = refused.unwrap_or_else(|| panic!("no 429 after {accepted} requests"));
+    assert!(accepted >= BURST, "a burst of {BURST}, {accepted} accepted");
+
+    // The same file; then only the log level changed (still at info).
+    let levels = ["info", "info,ap_intake=info"];
+    for (n, level) in levels.into_iter().enumerate() {
+        std::fs::write(&file, limited_config(&data, &keys, level)).unwrap();
+        hangup(&service);
+        let line = reread_line(&service, n + 1);
+        assert!(!line.contains("api_keys"), "keys unchanged: {line}");
+        assert_eq!(line.contains("log.level"), n == 1, "{line}");
+        let (accepted, again) = spend(&service, KEY, BURST);
+        let most = refilled(refused);
+        assert!(
+            accepted <= most && accepted < BURST,
+            "reload {} ({level}): {accepted} accepted after the burst was spent, where at most \
+             {most} came back by the rate; a fresh burst after the reload?\n{}",
+            n + 1,
+            service.stderr()
+        );
+        refused = again.unwrap();
+    }
+}
+
+/// A key whose `rate_limit_per_second` or `burst` changes gets a new limiter with the new
+/// limits at the reload; another key, unchanged, keeps its spent burst; a key whose limit is
+/// removed is no longer limited (D20, D34).
+#[test]
+fn sighup_applies_changed_rate_limits() {
+    const A: &str = "apk_limited_a_0123456789";
+    const B: &str = "apk_limited_b_0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let file = dir.path().join("c.toml");
+    let write = |a: Option<(u32, u32)>| {
+        let text = limited_config(&data, &[(A, a), (B, Some((1, 3)))], "info");
+        std::fs::write(&file, text).unwrap();
+    };
+    write(Some((1, 1)));
+    let service = Service::start(&file, dir.path());
+    let (_, a_refused) = spend(&service, A, 5);
+    let (_, b_refused) = spend(&service, B, 10);
+    a_refused.expect("A's burst of 1 spent");
+    let mut b_refused = b_refused.expect("B's burst of 3 spent");
+
+    // A's burst raised to 5, then its rate to 2 (the burst again 5): each time A gets a new
+    // limiter, a burst of 5 at once, while B, unchanged, stays spent.
+    let changes = [(1, 5), (2, 5)];
+    for (n, (rate, burst)) in changes.into_iter().enumerate() {
+        write(Some((rate, burst)));
+        hangup(&service);
+        let reloaded = Instant::now();
+        let line = reread_line(&service, n + 1);
+        assert!(line.contains("api_keys"), "{line}");
+        let (accepted, refused) = spend(&service, A, 5 * burst as usize);
+        let most = burst as usize + rate as usize * refilled(reloaded);
+        assert!(
+            refused.is_some() && (burst as usize..=most).contains(&accepted),
+            "A at {rate}/s, burst {burst}: {accepted} accepted before a 429 \
+             (expected {burst} to {most})\n{}",
+            service.stderr()
+        );
+        let (accepted, refused) = spend(&service, B, 3);
+        let most = refilled(b_refused);
+        assert!(
+            accepted <= most && accepted < 3,
+            "B, unchanged: {accepted} accepted after its burst was spent (at most {most})"
+        );
+        b_refused = refused.expect("B limited");
+    }
+
+    // A without a limit: no 429.
+    write(None);
+    hangup(&service);
+    reread_line(&service, changes.len() + 1);
+    assert_eq!(spend(&service, A, 30), (30, None));
 }
