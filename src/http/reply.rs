@@ -2,7 +2,7 @@
 
 use super::auth::Denied;
 use crate::budget::{self, BudgetError};
-use crate::intake::{ErrorEntry, IntakeError, Outcome, Status};
+use crate::intake::{CheckError, ErrorEntry, IntakeError, Outcome, Status};
 use crate::queue::StoreError;
 use crate::validate::envelope::EXPECTED_FORMAT;
 use http::{HeaderValue, StatusCode, header};
@@ -147,7 +147,7 @@ impl ApiError {
             Self::Denied(_) => StatusCode::UNAUTHORIZED,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::BodyTooLarge(_)
-            | Self::Intake(IntakeError::TooManyRecords { .. })
+            | Self::Intake(IntakeError::Check(CheckError::TooManyRecords { .. }))
             | Self::Budget(BudgetError::TooLarge { .. })
             | Self::Intake(IntakeError::Budget(BudgetError::TooLarge { .. })) => {
                 StatusCode::PAYLOAD_TOO_LARGE
@@ -157,11 +157,13 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
-            Self::Intake(IntakeError::Internal(_)) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::Intake(
+                IntakeError::Internal(_) | IntakeError::Check(CheckError::NoSchema(_)),
+            ) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            Self::BodyRead(_) | Self::NotAPath | Self::Intake(IntakeError::Structure(_)) => {
-                StatusCode::BAD_REQUEST
-            }
+            Self::BodyRead(_)
+            | Self::NotAPath
+            | Self::Intake(IntakeError::Check(CheckError::Structure(_))) => StatusCode::BAD_REQUEST,
             Self::Intake(IntakeError::Storage(_)) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -172,7 +174,7 @@ impl ApiError {
     pub fn body(&self, request_id: &str) -> Vec<u8> {
         let message = self.to_string();
         match self {
-            Self::Intake(IntakeError::Structure(e)) => {
+            Self::Intake(IntakeError::Check(CheckError::Structure(e))) => {
                 let errors = [ErrorEntry {
                     index: 0,
                     path: e.path().to_owned(),

@@ -12,7 +12,6 @@ use crate::queue::receipt::{ReceiptLine, RequestInfo};
 use crate::queue::{NewRecord, StoreError, Writer};
 use crate::validate::Validator;
 use crate::validate::cost;
-use crate::validate::envelope::StructureError;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -29,37 +28,19 @@ pub enum Take {
 /// Why a request was refused as a whole.
 #[derive(Debug, thiserror::Error)]
 pub enum IntakeError {
-    /// The envelope or the query is wrong (400).
+    /// The core's refusal: the envelope or the query is wrong (400), too many records (413),
+    /// an interface without a schema (500).
     #[error(transparent)]
-    Structure(#[from] StructureError),
-    /// More records than `limits.max_records` (413).
-    #[error("the request has {count} records; at most {max} are accepted per request")]
-    TooManyRecords {
-        /// Records sent.
-        count: usize,
-        /// The configured limit.
-        max: usize,
-    },
+    Check(#[from] CheckError),
     /// The queue could not store the records (503); nothing was reported queued.
     #[error(transparent)]
     Storage(#[from] StoreError),
     /// The in-flight memory budget has no room, or never will (503, 413; D27).
     #[error(transparent)]
     Budget(#[from] BudgetError),
-    /// A bug: the work on a blocking thread panicked or was cancelled, or an interface has
-    /// no schema (500).
+    /// A bug: the work on a blocking thread panicked or was cancelled (500).
     #[error("internal error: {0}")]
     Internal(String),
-}
-
-impl From<CheckError> for IntakeError {
-    fn from(e: CheckError) -> Self {
-        match e {
-            CheckError::Structure(s) => Self::Structure(s),
-            CheckError::TooManyRecords { count, max } => Self::TooManyRecords { count, max },
-            CheckError::NoSchema(_) => Self::Internal(e.to_string()),
-        }
-    }
 }
 
 /// Bodies up to this size are checked on the async worker that received them: a few records

@@ -5,7 +5,7 @@
 use crate::budget::BudgetError;
 use crate::http::auth::Denied;
 use crate::http::reply::ApiError;
-use crate::intake::IntakeError;
+use crate::intake::CheckError;
 use crate::validate::envelope::{EXPECTED_FORMAT, StructureError};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
@@ -276,7 +276,7 @@ fn timeout() -> Value {
 }
 
 fn too_large() -> Value {
-    let records = IntakeError::TooManyRecords {
+    let records = CheckError::TooManyRecords {
         count: 10_001,
         max: 10_000,
     };
