@@ -352,6 +352,12 @@ impl SqliteStore {
                 if !conn.is_autocommit() {
                     let _ = conn.execute_batch("ROLLBACK");
                 }
+                // An error may come after the commit happened (a hook's): go on from the
+                // versions the file has reserved, so that none is handed out twice (D18).
+                if let Ok(stored) = read::next_version(conn) {
+                    *next_version = (*next_version).max(stored);
+                    *reserved = (*reserved).max(stored);
+                }
                 Err(self.fail(e))
             }
         }
@@ -462,13 +468,26 @@ fn connect(path: &Path, create: bool) -> Result<Connection, rusqlite::Error> {
 }
 
 /// The writer's checkpoint after a commit that left `pages` in the WAL (see
-/// [`AUTOCHECKPOINT_PAGES`]). Its error fails the commit (which has happened): a failed
-/// flush is then seen like any other (D40).
+/// [`AUTOCHECKPOINT_PAGES`]). It runs after the commit has happened, and an error returned
+/// here is reported as the commit's: only a failed flush is (D40: it must be seen, and the
+/// halt it trips refuses every later write). Anything else (the background thread holding
+/// the checkpoint, a busy reader) is no failure of the commit: the next commit, or the
+/// thread, checkpoints.
 fn safety_net(wal: &mut rusqlite::hooks::Wal, pages: std::ffi::c_int) -> rusqlite::Result<()> {
-    if pages >= AUTOCHECKPOINT_PAGES {
-        wal.checkpoint_v2(rusqlite::wal::CheckpointMode::PASSIVE)?;
+    if pages < AUTOCHECKPOINT_PAGES {
+        return Ok(());
     }
-    Ok(())
+    match wal.checkpoint_v2(rusqlite::wal::CheckpointMode::PASSIVE) {
+        Err(e) if is_failed_flush(&e) => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// SQLite's error for a failed fsync or fdatasync (D40).
+fn is_failed_flush(e: &rusqlite::Error) -> bool {
+    use rusqlite::ffi::{SQLITE_IOERR_DIR_FSYNC, SQLITE_IOERR_FSYNC};
+    matches!(e, rusqlite::Error::SqliteFailure(f, _)
+        if matches!(f.extended_code, SQLITE_IOERR_FSYNC | SQLITE_IOERR_DIR_FSYNC))
 }
 
 /// Runs a pragma to the end, ignoring the rows some of them answer with.
@@ -483,14 +502,11 @@ pub(super) fn pragma(conn: &Connection, body: &str) -> Result<(), rusqlite::Erro
 fn error_at(path: &Path, e: rusqlite::Error) -> StoreError {
     use rusqlite::ErrorCode as C;
     let file = path.display().to_string();
-    if let rusqlite::Error::SqliteFailure(f, _) = &e {
-        use rusqlite::ffi::{SQLITE_IOERR_DIR_FSYNC, SQLITE_IOERR_FSYNC};
-        if matches!(f.extended_code, SQLITE_IOERR_FSYNC | SQLITE_IOERR_DIR_FSYNC) {
-            return StoreError::FlushFailed {
-                path: file,
-                detail: e.to_string(),
-            };
-        }
+    if is_failed_flush(&e) {
+        return StoreError::FlushFailed {
+            path: file,
+            detail: e.to_string(),
+        };
     }
     match e.sqlite_error_code() {
         Some(C::DiskFull) => StoreError::Full(format!("the disk holding {file} is full")),
