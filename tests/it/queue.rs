@@ -265,3 +265,61 @@ fn the_writers_safety_net_checkpoints_when_nothing_else_does() {
         "a WAL of {mib} MiB after 96 MiB written"
     );
 }
+
+/// The safety net's checkpoint meets another checkpoint in progress (the background thread's,
+/// here a second connection checkpointing in a loop): its commit has happened and is not
+/// reported failed, and no version is handed out twice (D18, D40). Before, a busy checkpoint
+/// failed the commit, and the next writes reused its versions (`UNIQUE constraint failed:
+/// item.rowid`).
+#[test]
+fn the_safety_net_meeting_another_checkpoint_fails_no_commit() {
+    use ap_intake::queue::sqlite::FILE_NAME;
+    use ap_intake::queue::{Mode, NewRecord, QueueKey, SqliteStore, now_ms};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    drop(SqliteStore::open(&data, Mode::Serve, 0).unwrap());
+    let store = SqliteStore::open(&data, Mode::Inspect, 0).unwrap();
+    let stop = AtomicBool::new(false);
+    let checkpoints = AtomicU64::new(0);
+    let filler = "x".repeat(8 * 1024);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let other = rusqlite::Connection::open(data.join(FILE_NAME)).unwrap();
+            other
+                .busy_timeout(std::time::Duration::from_millis(0))
+                .unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                let _ = other.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                checkpoints.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        // The checkpointing thread stops however this ends, so a failure fails, not hangs.
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _stop = Stop(&stop);
+        // Twice the same keys: the second round replaces every item, with new versions.
+        for round in 0..2 {
+            for batch in 0..24 {
+                let records: Vec<NewRecord> = (0..512)
+                    .map(|i| NewRecord {
+                        key: QueueKey::new("gl-code", &["main", &format!("W{batch}-{i}")]).unwrap(),
+                        interface: iface(GL).id,
+                        xml: format!("<gl_code><code>{round}{filler}</code></gl_code>"),
+                        receipt: None,
+                    })
+                    .collect();
+                let stored = store.upsert(&records, now_ms());
+                assert!(stored.is_ok(), "round {round}, batch {batch}: {stored:?}");
+            }
+        }
+    });
+    assert!(checkpoints.load(Ordering::Relaxed) > 0);
+    let items = store.items().unwrap();
+    assert_eq!(items.len(), 24 * 512);
+    assert!(items.iter().all(|(_, item)| item.xml.contains("<code>1")));
+}
