@@ -237,6 +237,12 @@ fn framing<'a>(
             "HTTP/1.0 has no Transfer-Encoding; send Content-Length".into(),
         ));
     }
+    // hyper reads only the last coding of the last line: an empty one there is no `chunked`.
+    let ends_empty = codings
+        .clone()
+        .last()
+        .and_then(|v| v.rsplit(|&b| b == b',').next())
+        .is_none_or(|c| c.trim_ascii().is_empty());
     let mut any = false;
     for coding in codings.flat_map(|v| v.split(|&b| b == b',')) {
         let coding = coding.trim_ascii();
@@ -258,6 +264,12 @@ fn framing<'a>(
         return Err(bad(
             "empty Transfer-Encoding",
             "the request's Transfer-Encoding names no coding".into(),
+        ));
+    }
+    if ends_empty {
+        return Err(bad(
+            "empty Transfer-Encoding",
+            "the request's Transfer-Encoding ends without a coding; end it with chunked".into(),
         ));
     }
     Ok(Framing::Chunked)
@@ -341,5 +353,23 @@ mod tests {
         );
         assert_eq!(status(early.as_bytes()), Some(400));
         assert_eq!(status(&early.as_bytes()[..40]), Some(400));
+    }
+
+    #[test]
+    fn transfer_encoding_must_end_with_chunked_as_hyper_reads_it() {
+        let te = |lines: &str| format!("POST / HTTP/1.1\r\nHost: x\r\n{lines}\r\n");
+        for refused in [
+            "Transfer-Encoding: chunked,\r\n",
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: \r\n",
+            "Transfer-Encoding: ,\r\n",
+        ] {
+            assert_eq!(status(te(refused).as_bytes()), Some(400), "{refused:?}");
+        }
+        for served in [
+            "Transfer-Encoding: , chunked\r\n",
+            "Transfer-Encoding: \r\nTransfer-Encoding: chunked\r\n",
+        ] {
+            assert_eq!(status(te(served).as_bytes()), None, "{served:?}");
+        }
     }
 }
