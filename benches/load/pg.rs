@@ -40,7 +40,7 @@ pub fn fresh_store(
         Some(url) => {
             reset(url);
             std::sync::Arc::new(
-                ap_intake::queue::PostgresStore::open(&settings(url, node), false)
+                ap_intake::queue::PostgresStore::open(&settings(url, node), ap_intake::queue::Mode::Inspect)
                     .expect("open the PostgreSQL queue"),
             )
         }

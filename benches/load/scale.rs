@@ -67,7 +67,7 @@ fn reclaim(data: &Path) {
     let iface = "general-ledger-codes-v1";
     let started = Instant::now();
     loop {
-        let batch = store.pending(iface, 100).expect("pending");
+        let batch = store.take(iface, 100).expect("pending");
         if batch.is_empty() {
             break;
         }

@@ -89,7 +89,7 @@ impl Lane {
                 self.backing_off.store(false, Ordering::Relaxed);
                 continue;
             }
-            match self.shared.store.pending(self.iface.id, self.limit) {
+            match self.shared.store.take(self.iface.id, self.limit) {
                 Ok(batch) if batch.is_empty() => {
                     let idle = now.duration_since(*empty_since.get_or_insert(now));
                     if idle >= PARK_AFTER {

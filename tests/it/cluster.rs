@@ -351,7 +351,7 @@ fn tls_relay(
 /// `ca_file` (and the system's CAs); an unknown issuer is refused with a hint.
 #[test]
 fn d39_tls_to_the_database_is_verified() {
-    use ap_intake::queue::{PostgresStore, Store};
+    use ap_intake::queue::{Mode, PostgresStore, Store};
     let db = database!();
     let ca = crate::common::certs::Ca::new("database test CA");
     let leaf = ca.leaf(
@@ -380,9 +380,9 @@ fn d39_tls_to_the_database_is_verified() {
         }
     };
     let trusted = settings(&format!("ca_file = \"{}\"\n", ca_file.display()));
-    let store = PostgresStore::open(&trusted, false).unwrap();
+    let store = PostgresStore::open(&trusted, Mode::Inspect).unwrap();
     store.probe().unwrap();
-    let refused = PostgresStore::open(&settings(""), false)
+    let refused = PostgresStore::open(&settings(""), Mode::Inspect)
         .err()
         .expect("an unknown CA is refused");
     let text = refused.to_string();

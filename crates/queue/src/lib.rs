@@ -26,6 +26,7 @@
 )]
 
 mod batch;
+pub mod codes;
 pub mod halt;
 pub mod options;
 /// Queue keys (D15) are the core's: what a record's primary key is.
@@ -39,8 +40,19 @@ pub mod writer;
 pub use halt::Halt;
 pub use key::QueueKey;
 pub use pg::PostgresStore;
-pub use sqlite::{Mode, SqliteStore};
+pub use sqlite::SqliteStore;
 pub use writer::Writer;
+
+/// How a store is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The service: create the queue when absent, check it (bounded, D29), quarantine rows
+    /// no version can deliver, and keep it in shape in the background.
+    Serve,
+    /// An operator command on a stopped service: the queue must exist; checked like `Serve`;
+    /// no background work.
+    Inspect,
+}
 
 /// Where a queued item stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -299,7 +311,7 @@ pub trait Store: Send + Sync + 'static {
     /// name; this store gets them again (a retry). Dropping the store ends its leases at
     /// once. SQLite's lease is trivial (one process holds the queue); PostgreSQL keeps it per
     /// opened store, for `lease_secs`, renewed while the service runs.
-    fn pending(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError>;
+    fn take(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError>;
 
     /// The keys in `state`, of one interface or all.
     fn keys(&self, state: State, interface: Option<&str>) -> Result<Vec<QueueKey>, StoreError>;
@@ -334,7 +346,7 @@ pub trait Store: Send + Sync + 'static {
     fn describe(&self) -> String;
 
     /// Every readable item, in key order (for inspection and tests; the delivery path uses
-    /// [`Store::pending`], which quarantines what it cannot read).
+    /// [`Store::take`], which quarantines what it cannot read).
     fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError>;
 
     /// The receipts of the requests with this id (D38): only `api_key`'s when given (the
@@ -357,9 +369,11 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
-    /// Forgets receipts of requests received before `before_ms`, and what the queue kept
-    /// for them (`[receipts] retention_days`); how many rows went.
-    fn prune_receipts(&self, before_ms: u64) -> Result<usize, StoreError>;
+    /// One step of forgetting receipts of requests received before `before_ms`, and what
+    /// the queue kept for them, in one transaction: at most [`codes::PRUNE_REQUESTS`]
+    /// receipts and [`codes::PRUNE_SETTLED`] settled rows, the oldest first. How many rows
+    /// went; 0 when nothing older is left. [`receipt::prune`] runs the steps.
+    fn prune_step(&self, before_ms: u64) -> Result<usize, StoreError>;
 }
 
 /// Milliseconds since the Unix epoch.
@@ -383,9 +397,6 @@ pub fn open(
             mode,
             storage.min_free_bytes,
         )?)),
-        options::Backend::Postgres(pg) => Ok(std::sync::Arc::new(PostgresStore::open(
-            pg,
-            mode == Mode::Serve,
-        )?)),
+        options::Backend::Postgres(pg) => Ok(std::sync::Arc::new(PostgresStore::open(pg, mode)?)),
     }
 }

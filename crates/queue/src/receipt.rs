@@ -74,6 +74,19 @@ pub struct Receipt {
     pub records: Vec<ReceiptRecord>,
 }
 
+/// Forgets receipts of requests received before `before_ms`, and what the queue kept for
+/// them (`[receipts] retention_days`), step by step so no transaction is long; how many rows
+/// went.
+pub fn prune(store: &dyn super::Store, before_ms: u64) -> Result<usize, super::StoreError> {
+    let mut total = 0;
+    loop {
+        match store.prune_step(before_ms)? {
+            0 => return Ok(total),
+            n => total += n,
+        }
+    }
+}
+
 /// How often receipts past their retention are removed (and once at start).
 const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
 
@@ -95,7 +108,7 @@ pub async fn keep_pruned(
         }
         let before = super::now_ms().saturating_sub(retention_ms);
         let s = Arc::clone(&store);
-        match tokio::task::spawn_blocking(move || s.prune_receipts(before)).await {
+        match tokio::task::spawn_blocking(move || prune(&*s, before)).await {
             Ok(Ok(0)) => {}
             Ok(Ok(rows)) => tracing::info!(rows, "receipts past their retention removed"),
             Ok(Err(e)) => {

@@ -198,7 +198,7 @@ fn d41_status_lists_both_nodes_of_one_name_and_warns() {
 /// may be on the wire), and the old node rows go; the new node lists itself by instance.
 #[test]
 fn d41_a_schema_1_database_is_migrated_keeping_the_queue_and_its_leases() {
-    use ap_intake::queue::{PostgresStore, QueueKey, Store};
+    use ap_intake::queue::{Mode, PostgresStore, QueueKey, Store};
     let db = database!();
     let mut c = postgres::Client::connect(&db.url, postgres::NoTls).unwrap();
     c.batch_execute(
@@ -230,7 +230,7 @@ fn d41_a_schema_1_database_is_migrated_keeping_the_queue_and_its_leases() {
     )
     .unwrap();
 
-    let store = PostgresStore::open(&db.settings("new", 30), true).unwrap();
+    let store = PostgresStore::open(&db.settings("new", 30), Mode::Serve).unwrap();
     let version: i64 = c
         .query_one(
             "SELECT value FROM ap_intake.ap_intake_meta WHERE name = 'schema_version'",
@@ -241,7 +241,7 @@ fn d41_a_schema_1_database_is_migrated_keeping_the_queue_and_its_leases() {
     assert_eq!(version, 2);
     assert_eq!(store.items().unwrap().len(), 2, "the queue is kept");
     let taken: Vec<String> = store
-        .pending(GL_ID, 10)
+        .take(GL_ID, 10)
         .unwrap()
         .into_iter()
         .map(|(k, _)| k.to_string())

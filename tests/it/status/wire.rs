@@ -81,7 +81,7 @@ fn known_queue(data_dir: &Path) {
         .map(|c| record(GL, &gl_key(c), c))
         .collect();
     store.upsert(&gl, T0).unwrap();
-    let taken = store.pending(GL, 100).unwrap();
+    let taken = store.take(GL, 100).unwrap();
     let sent: Vec<Sent> = taken.iter().map(|(k, i)| Sent::of(k, i)).collect();
     assert_eq!(store.delivered(&sent[..2]).unwrap(), 2);
     assert!(
@@ -131,7 +131,7 @@ fn known_queue(data_dir: &Path) {
     store
         .upsert(&[record(PAYMENT, "payment-confirmation:P1", "P1")], T0)
         .unwrap();
-    let taken = store.pending(PAYMENT, 100).unwrap();
+    let taken = store.take(PAYMENT, 100).unwrap();
     let sent: Vec<Sent> = taken.iter().map(|(k, i)| Sent::of(k, i)).collect();
     assert_eq!(store.delivered(&sent).unwrap(), 1);
     store
@@ -158,7 +158,7 @@ fn known_queue(data_dir: &Path) {
     assert_eq!(changed, 1);
     drop(conn);
     let store = SqliteStore::open(data_dir, Mode::Serve, 0).unwrap();
-    assert_eq!(store.pending(VENDOR, 100).unwrap().len(), 1);
+    assert_eq!(store.take(VENDOR, 100).unwrap().len(), 1);
     drop(store);
 
     let sink = data_dir.join("sandbox-sink");

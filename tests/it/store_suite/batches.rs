@@ -18,11 +18,11 @@ fn queue_codes(s: &dyn Store, codes: &[String], xml: &str, now_ms: u64) {
     queue_invoices(s, &records, now_ms);
 }
 
-/// Delivers what `pending` lists, `batch` at a time, and returns the keys in delivery order.
+/// Delivers what `take` hands out, `batch` at a time, and returns the keys in delivery order.
 fn drain(s: &dyn Store, batch: usize) -> Vec<QueueKey> {
     let mut order = Vec::new();
     loop {
-        let items = s.pending(AP, batch).unwrap();
+        let items = s.take(AP, batch).unwrap();
         if items.is_empty() {
             return order;
         }
@@ -70,7 +70,7 @@ fn parts_of_one_upsert_are_resent_rejected_and_requeued_independently() {
         // Resend a key near the end: it keeps its place, with the new content.
         queue_codes(&*s, &all[590..591], "<v2/>", 3000);
         // Deliver the first 100, park one of the next ones, fail the one after.
-        let head = s.pending(AP, 102).unwrap();
+        let head = s.take(AP, 102).unwrap();
         let delivered: Vec<Sent> = head[..100].iter().map(|(k, i)| Sent::of(k, i)).collect();
         assert_eq!(s.delivered(&delivered).unwrap(), 100, "{name}");
         let parked = sent(&*s, &key("inv", &all[100]));

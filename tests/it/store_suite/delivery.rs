@@ -1,4 +1,4 @@
-//! Delivery: what `pending` lists, and what `delivered` and `failed` do to a sent batch.
+//! Delivery: what `take` hands out, and what `delivered` and `failed` do to a sent batch.
 
 use crate::store_suite::{
     AP, a_batch_of_a_and_b_then_a_replaced, counts, each_backend, key, pending_keys, queue,
@@ -22,7 +22,7 @@ fn pending_lists_one_interface_oldest_first_up_to_the_limit() {
             ],
         );
         queue(&*s, "vendors-v1", "vendor", &[("V", "<v/>")], 3500);
-        let all = s.pending(AP, 10).unwrap();
+        let all = s.take(AP, 10).unwrap();
         let keys: Vec<QueueKey> = all.iter().map(|(k, _)| k.clone()).collect();
         assert_eq!(
             keys,
@@ -41,13 +41,13 @@ fn pending_lists_one_interface_oldest_first_up_to_the_limit() {
             [key("inv", "Z"), key("inv", "M")],
             "{name}: at most limit, the oldest"
         );
-        assert!(s.pending(AP, 0).unwrap().is_empty(), "{name}: limit 0");
+        assert!(s.take(AP, 0).unwrap().is_empty(), "{name}: limit 0");
         assert_eq!(
             pending_keys(&*s, "vendors-v1", 10),
             [key("vendor", "V")],
             "{name}"
         );
-        assert!(s.pending("no-such-interface", 10).unwrap().is_empty());
+        assert!(s.take("no-such-interface", 10).unwrap().is_empty());
     });
 }
 
@@ -60,7 +60,7 @@ fn a_resend_of_a_pending_key_keeps_its_place_with_the_new_content() {
         s.failed(&[sent(&*s, &key("inv", "A"))], "timeout").unwrap();
         let v1 = stored(&*s, &key("inv", "A")).version;
         queue_invoices(&*s, &[("A", "<a2/>")], 3000);
-        let pending = s.pending(AP, 10).unwrap();
+        let pending = s.take(AP, 10).unwrap();
         let keys: Vec<QueueKey> = pending.iter().map(|(k, _)| k.clone()).collect();
         assert_eq!(
             keys,
@@ -99,7 +99,7 @@ fn an_interface_does_not_see_the_items_of_one_it_prefixes() {
             "{name}"
         );
         assert!(
-            s.pending("g", 10).unwrap().is_empty(),
+            s.take("g", 10).unwrap().is_empty(),
             "{name}: \"g\" is no interface"
         );
     });

@@ -1,4 +1,4 @@
-//! The lease contract (`Store::pending`, D39, D41): the items a store takes for delivery are
+//! The lease contract (`Store::take`, D39, D41): the items a store takes for delivery are
 //! its own until it settles them, its lease lapses, or it is dropped; no other store on the
 //! same queue gets them meanwhile, whatever its node name. One process holds an SQLite queue
 //! (a second open fails, `reopen.rs`), so there the contract is the lease ending with the
@@ -116,7 +116,7 @@ fn deliver_one_batch(
     held: &Mutex<HashSet<QueueKey>>,
     taken: &Mutex<Vec<(usize, QueueKey)>>,
 ) {
-    let batch = store.pending(AP, 7).unwrap();
+    let batch = store.take(AP, 7).unwrap();
     if batch.is_empty() {
         std::thread::sleep(Duration::from_millis(2));
         return;

@@ -7,6 +7,7 @@ use ap_intake::queue::{
 use std::path::Path;
 
 mod batches;
+mod damaged;
 mod delivery;
 mod leases;
 mod parking;
@@ -32,7 +33,7 @@ fn each_backend(test: impl Fn(&str, &Path, Open<'_>)) {
     let settings = db.settings("suite", 30);
     let dir = tempfile::tempdir().unwrap();
     test("postgres", dir.path(), &|_| {
-        Box::new(PostgresStore::open(&settings, false).unwrap())
+        Box::new(PostgresStore::open(&settings, Mode::Inspect).unwrap())
     });
 }
 
@@ -120,9 +121,9 @@ fn a_batch_of_a_and_b_then_a_replaced(s: &dyn Store) -> [Sent; 2] {
     batch
 }
 
-/// The keys `pending` lists, in its order.
+/// The keys `take` hands out, in its order.
 fn pending_keys(s: &dyn Store, interface: &str, limit: usize) -> Vec<QueueKey> {
-    s.pending(interface, limit)
+    s.take(interface, limit)
         .unwrap()
         .into_iter()
         .map(|(k, _)| k)

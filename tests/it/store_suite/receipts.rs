@@ -259,7 +259,7 @@ fn d38_prune_receipts_removes_old_ones_and_keeps_new_ones() {
         s.upsert(&records_of(&old, &["A", "B"]), 1_000).unwrap();
         s.upsert(&records_of(&also_old, &["C"]), 2_999).unwrap();
         s.upsert(&records_of(&new, &["D"]), 3_000).unwrap();
-        let removed = s.prune_receipts(3_000).unwrap();
+        let removed = ap_intake::queue::receipt::prune(&*s, 3_000).unwrap();
         assert!(removed >= 2, "{name}: {removed} rows removed");
         assert!(s.receipts("old", None).unwrap().is_empty(), "{name}");
         assert!(s.receipts("also-old", None).unwrap().is_empty(), "{name}");
@@ -274,7 +274,7 @@ fn d38_prune_receipts_removes_old_ones_and_keeps_new_ones() {
                 "{name}: {code} is still queued"
             );
         }
-        assert_eq!(s.prune_receipts(3_000).unwrap(), 0, "{name}: nothing left");
+        assert_eq!(ap_intake::queue::receipt::prune(&*s, 3_000).unwrap(), 0, "{name}: nothing left");
         // A line written later for a pruned id starts a receipt of its own.
         let again = request("old", "erp", 4_000, 4);
         s.upsert(&records_of(&again, &["E"]), 4_000).unwrap();

@@ -44,7 +44,7 @@ mod store;
 mod tls;
 mod write;
 
-use super::StoreError;
+use super::{Mode, StoreError};
 use crate::options::Postgres;
 use postgres::{Client, NoTls};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -90,7 +90,7 @@ pub struct PostgresStore {
 impl PostgresStore {
     /// Connects, creates or migrates the schema, and draws this process's instance id (D41);
     /// for the service (`heartbeat`) registers the instance and starts renewing its leases.
-    pub fn open(settings: &Postgres, heartbeat: bool) -> Result<Self, StoreError> {
+    pub fn open(settings: &Postgres, mode: Mode) -> Result<Self, StoreError> {
         let shown = crate::options::redacted(&settings.url);
         let mut config: postgres::Config = settings
             .url
@@ -128,7 +128,14 @@ impl PostgresStore {
                 store.shown
             )));
         }
-        if heartbeat {
+        if mode == Mode::Serve {
+            let swept = store.tx(write::sweep)?;
+            if swept > 0 {
+                tracing::warn!(
+                    items = swept,
+                    "queued items this version cannot deliver were quarantined (see `ap-intake status`)"
+                );
+            }
             store.held.store(true, Ordering::Relaxed);
             store.with(|c| instance::beat(c, &store.instance, &store.node, store.lease))?;
             store.heartbeat = Some(Heartbeat::start(&store)?);

@@ -1,6 +1,7 @@
 //! Reads, and the lease a lane takes with its next batch (schema in `mod.rs`).
 
-use crate::receipt::{Receipt, ReceiptRecord, ReceiptState};
+use crate::codes::{LineFacts, PRUNE_REQUESTS, PRUNE_SETTLED, receipt_line};
+use crate::receipt::{Receipt, ReceiptRecord};
 use crate::{Backoff, Item, QueueKey, State, Stats};
 use postgres::{Client, Row, Transaction};
 use std::time::Duration;
@@ -15,12 +16,10 @@ fn unsigned(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
+/// A code no version writes reads as quarantined: it is not delivered, and the sweep at the
+/// next start quarantines the row for good (D29).
 fn state_of(code: i16) -> State {
-    match code {
-        1 => State::Rejected,
-        2 => State::Quarantined,
-        _ => State::Pending,
-    }
+    State::from_code(i64::from(code)).unwrap_or(State::Quarantined)
 }
 
 fn item(row: &Row) -> (QueueKey, Item) {
@@ -53,7 +52,7 @@ pub(super) fn get(c: &mut Client, key: &QueueKey) -> Result<Option<Item>, postgr
 /// where this instance's previous batch of the interface ended splits the line, as the rows
 /// before it are mostly the ones it delivered, dead until vacuumed, and an index scan from
 /// the start of the line would wade through all of them on every batch (see
-/// `PostgresStore::pending`).
+/// `PostgresStore::take`).
 pub(super) fn lease(
     tx: &mut Transaction<'_>,
     interface: &str,
@@ -107,7 +106,7 @@ pub(super) fn keys(
     let rows = c.query(
         "SELECT key FROM item WHERE state = $1 AND ($2::text IS NULL OR interface = $2)
          ORDER BY interface, queued_at, seq",
-        &[&super::write::state_code(state), &interface],
+        &[&state.code(), &interface],
     )?;
     Ok(rows
         .iter()
@@ -192,20 +191,15 @@ fn lines(c: &mut Client, rid: i64) -> Result<Vec<ReceiptRecord>, postgres::Error
     Ok(rows
         .iter()
         .map(|r| {
-            let settled: Option<i16> = r.get(2);
-            let current: Option<bool> = r.get(5);
             let at = |i| r.get::<_, Option<i64>>(i).map(unsigned);
-            let (state, updated_at_ms, reason): (_, _, Option<String>) = match (settled, current) {
-                (Some(1), _) => (ReceiptState::Rejected, at(3), r.get(4)),
-                (Some(2), _) => (ReceiptState::Quarantined, at(3), r.get(4)),
-                (Some(_), _) => (ReceiptState::Delivered, at(3), None),
-                (None, Some(true)) => match r.get::<_, i16>(6) {
-                    1 => (ReceiptState::Rejected, at(7), r.get(8)),
-                    2 => (ReceiptState::Quarantined, at(7), r.get(8)),
-                    _ => (ReceiptState::Pending, at(7), None),
-                },
-                (None, _) => (ReceiptState::Superseded, at(7), None),
-            };
+            let settled = r
+                .get::<_, Option<i16>>(2)
+                .map(|code| (i64::from(code), at(3), r.get(4)));
+            let current = r.get::<_, Option<bool>>(5).map(|same| {
+                let code = r.get::<_, Option<i16>>(6).map_or(-1, i64::from);
+                (same, code, at(7), r.get(8))
+            });
+            let (state, updated_at_ms, reason) = receipt_line(LineFacts { settled, current });
             ReceiptRecord {
                 index: u32::try_from(r.get::<_, i32>(0)).unwrap_or(0),
                 key: QueueKey::from_bytes(r.get::<_, &[u8]>(1)).to_string(),
@@ -225,8 +219,8 @@ pub(super) fn prune_step(
     let before = i64::try_from(before_ms).unwrap_or(i64::MAX);
     let rids: Vec<i64> = tx
         .query(
-            "SELECT rid FROM receipt WHERE received_at < $1 LIMIT 50",
-            &[&before],
+            "SELECT rid FROM receipt WHERE received_at < $1 LIMIT $2",
+            &[&before, &PRUNE_REQUESTS],
         )?
         .iter()
         .map(|r| r.get(0))
@@ -235,8 +229,8 @@ pub(super) fn prune_step(
     tx.execute("DELETE FROM receipt WHERE rid = ANY($1)", &[&rids])?;
     let settled = tx.execute(
         "DELETE FROM settled WHERE (key, version) IN
-           (SELECT key, version FROM settled WHERE at < $1 LIMIT 5000)",
-        &[&before],
+           (SELECT key, version FROM settled WHERE at < $1 LIMIT $2)",
+        &[&before, &PRUNE_SETTLED],
     )?;
     Ok(rids.len() + usize::try_from(settled).unwrap_or(0))
 }

@@ -7,7 +7,7 @@ use postgres::{Client, Transaction};
 
 impl PostgresStore {
     /// Runs `f` in one transaction on a pooled connection.
-    fn tx<T>(
+    pub(super) fn tx<T>(
         &self,
         f: impl FnOnce(&mut Transaction<'_>) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
@@ -37,7 +37,7 @@ impl Store for PostgresStore {
     /// The next batch, leased to this process (D39, D41): after where the last delivered one
     /// ended, then, when that runs short, from the start of the line up to there (a resend
     /// keeps its place, D16; a failed batch forgets the cursors, so it is retried first).
-    fn pending(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError> {
+    fn take(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError> {
         const START: (i64, i64) = (i64::MIN, i64::MIN);
         const END: (i64, i64) = (i64::MAX, i64::MAX);
         let after = self.cursor(interface);
@@ -142,13 +142,7 @@ impl Store for PostgresStore {
         self.with(instance::nodes)
     }
 
-    fn prune_receipts(&self, before_ms: u64) -> Result<usize, StoreError> {
-        let mut total = 0;
-        loop {
-            match self.tx(|tx| read::prune_step(tx, before_ms))? {
-                0 => return Ok(total),
-                n => total += n,
-            }
-        }
+    fn prune_step(&self, before_ms: u64) -> Result<usize, StoreError> {
+        self.tx(|tx| read::prune_step(tx, before_ms))
     }
 }

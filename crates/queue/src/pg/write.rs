@@ -1,5 +1,6 @@
 //! Changes to the queue tables, each in one transaction (schema in `mod.rs`).
 
+use crate::codes::{KNOWN_STATES, SETTLED_DELIVERED, unknown_state};
 use crate::receipt::RequestInfo;
 use crate::{Backoff, NewRecord, Sent, State};
 use postgres::{Client, GenericClient, Transaction};
@@ -11,14 +12,6 @@ fn ms(t: u64) -> i64 {
 
 pub(super) fn now() -> i64 {
     ms(crate::now_ms())
-}
-
-pub(super) fn state_code(state: State) -> i16 {
-    match state {
-        State::Pending => 0,
-        State::Rejected => 1,
-        State::Quarantined => 2,
-    }
 }
 
 /// Stores records as pending (D16), in one statement: a pending key keeps its place in the
@@ -222,9 +215,9 @@ pub(super) fn delivered(
     }
     tx.execute(
         "INSERT INTO settled (key, version, state, at)
-         SELECT key, version, 3, $3 FROM unnest($1::bytea[], $2::bigint[]) AS s(key, version)
-         ON CONFLICT (key, version) DO UPDATE SET state = 3, at = excluded.at, reason = NULL",
-        &[&keys, &vers, &now()],
+         SELECT key, version, $4, $3 FROM unnest($1::bytea[], $2::bigint[]) AS s(key, version)
+         ON CONFLICT (key, version) DO UPDATE SET state = $4, at = excluded.at, reason = NULL",
+        &[&keys, &vers, &now(), &SETTLED_DELIVERED],
     )?;
     tx.execute(
         "UPDATE item SET lease_instance = NULL, lease_until = NULL
@@ -340,4 +333,25 @@ pub(super) fn probe(client: &mut Client, instance: &str) -> Result<bool, postgre
         .query_one("SELECT at FROM probe WHERE node = $1", &[&instance])?
         .get(0);
     Ok(back == at)
+}
+
+/// At a node's start (D29): rows whose state no version of ap-intake writes (a hand edit, a
+/// newer version's code) are quarantined rather than left where no query finds them. How
+/// many were.
+pub(super) fn sweep(tx: &mut Transaction<'_>) -> Result<usize, postgres::Error> {
+    let misfits = tx.query(
+        &format!("SELECT key, state FROM item WHERE state NOT IN {KNOWN_STATES} FOR UPDATE"),
+        &[],
+    )?;
+    for row in &misfits {
+        let (key, state): (&[u8], i16) = (row.get(0), row.get(1));
+        let reason = format!("quarantined: {}", unknown_state(&state.to_string()));
+        tx.execute(
+            "UPDATE item SET state = $2, last_error = $3, state_at = $4,
+               lease_instance = NULL, lease_until = NULL
+             WHERE key = $1",
+            &[&key, &State::Quarantined.code(), &reason, &now()],
+        )?;
+    }
+    Ok(misfits.len())
 }

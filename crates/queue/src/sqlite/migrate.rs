@@ -182,7 +182,7 @@ mod tests {
         }
         let store = SqliteStore::open(dir.path(), Mode::Serve, 0).unwrap();
         let line: Vec<String> = store
-            .pending("general-ledger-codes-v1", 10)
+            .take("general-ledger-codes-v1", 10)
             .unwrap()
             .into_iter()
             .map(|(k, i)| format!("{k} v{} {}", i.version, i.xml))
@@ -194,7 +194,7 @@ mod tests {
                 "gl-code:main/A v12 <gl_code>A</gl_code>"
             ]
         );
-        assert_eq!(store.pending("vendor-data-v1", 10).unwrap().len(), 1);
+        assert_eq!(store.take("vendor-data-v1", 10).unwrap().len(), 1);
         assert_eq!(store.keys(State::Rejected, None).unwrap(), [key("C")]);
         let receipt = &store.receipts("req-1", Some("k")).unwrap()[0];
         let states: Vec<(u32, String)> = receipt
@@ -219,7 +219,7 @@ mod tests {
         };
         store.upsert(&[rec], 3000).unwrap();
         let line: Vec<(String, u64)> = store
-            .pending("general-ledger-codes-v1", 10)
+            .take("general-ledger-codes-v1", 10)
             .unwrap()
             .into_iter()
             .map(|(k, i)| (k.to_string(), i.version))

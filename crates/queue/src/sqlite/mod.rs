@@ -75,7 +75,7 @@ mod write;
 pub use check::verify_file;
 
 use super::space::Space;
-use super::{Halt, StoreError};
+use super::{Halt, Mode, StoreError};
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -122,17 +122,6 @@ pub struct Settings {
 
 /// How often the readiness probe reruns the (bounded) integrity check.
 const RECHECK_EVERY: Duration = Duration::from_secs(60);
-
-/// How a store is opened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// The service: create the file when absent, check it (bounded, D29), checkpoint in the
-    /// background.
-    Serve,
-    /// An operator command on a stopped service: the file must exist; checked like `Serve`;
-    /// no background thread.
-    Inspect,
-}
 
 struct WriterConn {
     conn: Connection,

@@ -14,24 +14,6 @@ pub(super) const COLUMNS: &str =
 /// A row that could not be read: its rowid and why.
 pub(super) type Unreadable = (i64, String);
 
-/// The state's number in the `state` column.
-pub(super) fn state_code(state: State) -> i64 {
-    match state {
-        State::Pending => 0,
-        State::Rejected => 1,
-        State::Quarantined => 2,
-    }
-}
-
-/// The counter kind of a state.
-pub(super) fn kind(state: State) -> &'static str {
-    match state {
-        State::Pending => "pending",
-        State::Rejected => "rejected",
-        State::Quarantined => "quarantined",
-    }
-}
-
 /// Why a row is not an item: the database failed, or the row itself is wrong.
 enum Bad {
     Sql(rusqlite::Error),
@@ -76,11 +58,10 @@ fn cells(row: &Row<'_>) -> Result<(QueueKey, Item), Bad> {
         other => return Err(Bad::Row(format!("key is {:?}", other.data_type()))),
     };
     let state = match row.get_ref(3)? {
-        ValueRef::Integer(0) => State::Pending,
-        ValueRef::Integer(1) => State::Rejected,
-        ValueRef::Integer(2) => State::Quarantined,
-        other => return Err(Bad::Row(format!("unknown state {other:?}"))),
+        ValueRef::Integer(code) => State::from_code(code).ok_or_else(|| code.to_string()),
+        other => Err(format!("{:?}", other.data_type())),
     };
+    let state = state.map_err(|shown| Bad::Row(crate::codes::unknown_state(&shown)))?;
     let last_error = match row.get_ref(8)? {
         ValueRef::Null => None,
         _ => Some(text(8, "last_error")?),
@@ -177,7 +158,7 @@ pub(super) fn keys(
         "SELECT key FROM item WHERE state = ?1 AND state != 0 AND (?2 IS NULL OR interface = ?2)
          ORDER BY interface, rowid"
     })?;
-    let rows = stmt.query_map(params![state_code(state), interface], |r| {
+    let rows = stmt.query_map(params![state.code(), interface], |r| {
         Ok(match r.get_ref(0)? {
             ValueRef::Blob(b) | ValueRef::Text(b) => Some(QueueKey::from_bytes(b)),
             _ => None,

@@ -3,8 +3,8 @@
 //! holds its key, or from the `settled` row its version left behind when it was delivered or
 //! dropped.
 
-use super::read::state_code;
-use crate::receipt::{Receipt, ReceiptLine, ReceiptRecord, ReceiptState, RequestInfo};
+use crate::codes::{LineFacts, PRUNE_REQUESTS, PRUNE_SETTLED, SETTLED_DELIVERED, receipt_line};
+use crate::receipt::{Receipt, ReceiptLine, ReceiptRecord, RequestInfo};
 use crate::{QueueKey, State};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use std::sync::Arc;
@@ -21,10 +21,6 @@ pub(super) const SCHEMA: &str = "
     state INTEGER NOT NULL, at INTEGER NOT NULL, reason TEXT,
     PRIMARY KEY (key, version)) WITHOUT ROWID;
   CREATE INDEX settled_age ON settled (at);";
-
-/// `settled.state` of a delivered version; dropped ones keep the code of the state they were
-/// dropped from (rejected, quarantined).
-const DELIVERED: i64 = 3;
 
 /// One line of a receipt as stored: the record's index, its version, its key.
 pub(super) struct Line {
@@ -176,7 +172,7 @@ pub(super) fn settle(
     dropped_from: Option<State>,
     reason: Option<&str>,
 ) -> rusqlite::Result<()> {
-    let state = dropped_from.map_or(DELIVERED, state_code);
+    let state = dropped_from.map_or(SETTLED_DELIVERED, State::code);
     tx.prepare_cached("INSERT OR REPLACE INTO settled VALUES (?1, ?2, ?3, ?4, ?5)")?
         .execute(params![key, version, state, ms(crate::now_ms()), reason])?;
     Ok(())
@@ -235,34 +231,21 @@ fn lines(conn: &Connection, rid: i64) -> rusqlite::Result<Vec<ReceiptRecord>> {
     let at = |t: Option<i64>| t.and_then(|t| u64::try_from(t).ok());
     all.into_iter()
         .map(|line| {
-            let left: Option<(i64, Option<i64>, Option<String>)> = settled
+            let settled = settled
                 .query_row(params![line.key, line.version], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    Ok((r.get(0)?, at(r.get(1)?), r.get(2)?))
                 })
                 .optional()?;
-            let (state, updated_at_ms, reason) = match left {
-                Some((code, t, reason)) => (settled_state(code), at(t), reason),
-                None => {
-                    let now: Option<(i64, i64, Option<i64>, Option<String>)> = item
-                        .query_row(params![line.key], |r| {
-                            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                        })
-                        .optional()?;
-                    match now {
-                        Some((v, code, t, reason)) if v == line.version => {
-                            (item_state(code), at(t), reason)
-                        }
-                        // A later version holds the key (or left already): this one was
-                        // replaced.
-                        Some((_, _, t, _)) => (ReceiptState::Superseded, at(t), None),
-                        None => (ReceiptState::Superseded, None, None),
-                    }
-                }
+            let current = match settled {
+                Some(_) => None,
+                None => item
+                    .query_row(params![line.key], |r| {
+                        let version: i64 = r.get(0)?;
+                        Ok((version == line.version, r.get(1)?, at(r.get(2)?), r.get(3)?))
+                    })
+                    .optional()?,
             };
-            let reason = match state {
-                ReceiptState::Rejected | ReceiptState::Quarantined => reason,
-                _ => None,
-            };
+            let (state, updated_at_ms, reason) = receipt_line(LineFacts { settled, current });
             Ok(ReceiptRecord {
                 index: line.index,
                 key: QueueKey::from_bytes(&line.key).to_string(),
@@ -274,27 +257,6 @@ fn lines(conn: &Connection, rid: i64) -> rusqlite::Result<Vec<ReceiptRecord>> {
         .collect()
 }
 
-fn settled_state(code: i64) -> ReceiptState {
-    match code {
-        1 => ReceiptState::Rejected,
-        2 => ReceiptState::Quarantined,
-        _ => ReceiptState::Delivered,
-    }
-}
-
-fn item_state(code: i64) -> ReceiptState {
-    match code {
-        1 => ReceiptState::Rejected,
-        2 => ReceiptState::Quarantined,
-        _ => ReceiptState::Pending,
-    }
-}
-
-/// Receipts of at most this many requests, or this many settled rows, go in one transaction:
-/// pruning a busy week never holds the writer long.
-const PRUNE_STEP: i64 = 50;
-const SETTLED_STEP: i64 = 5000;
-
 /// Removes one step of what is older than `before_ms`; how many rows went (0: done). Rids
 /// grow with time, so the oldest receipts are the lowest rids: the step reads from the start
 /// and stops at the first one still kept.
@@ -302,7 +264,7 @@ pub(super) fn prune_step(tx: &Transaction<'_>, before_ms: u64) -> rusqlite::Resu
     let before = ms(before_ms);
     let oldest: Vec<(i64, i64)> = tx
         .prepare_cached("SELECT rid, received_at FROM receipt ORDER BY rid LIMIT ?1")?
-        .query_map(params![PRUNE_STEP], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .query_map(params![PRUNE_REQUESTS], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<Result<_, _>>()?;
     let rids: Vec<i64> = oldest
         .into_iter()
@@ -317,6 +279,6 @@ pub(super) fn prune_step(tx: &Transaction<'_>, before_ms: u64) -> rusqlite::Resu
             "DELETE FROM settled WHERE (key, version) IN
                (SELECT key, version FROM settled WHERE at < ?1 LIMIT ?2)",
         )?
-        .execute(params![before, SETTLED_STEP])?;
+        .execute(params![before, PRUNE_SETTLED])?;
     Ok(rids.len() + settled)
 }

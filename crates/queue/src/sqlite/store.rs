@@ -55,7 +55,7 @@ impl Store for SqliteStore {
         }
     }
 
-    fn pending(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError> {
+    fn take(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError> {
         let rows = self.read(|c| read::line(c, interface, limit))?;
         self.sift(interface, rows)
     }
@@ -137,13 +137,7 @@ impl Store for SqliteStore {
         Some(self.halt.clone())
     }
 
-    fn prune_receipts(&self, before_ms: u64) -> Result<usize, StoreError> {
-        let mut total = 0;
-        loop {
-            match self.write(false, |tx, _| receipts::prune_step(tx, before_ms))? {
-                0 => return Ok(total),
-                n => total += n,
-            }
-        }
+    fn prune_step(&self, before_ms: u64) -> Result<usize, StoreError> {
+        self.write(false, |tx, _| receipts::prune_step(tx, before_ms))
     }
 }

@@ -1,7 +1,6 @@
 //! Changes to the queue tables, each inside the caller's transaction (schema in `mod.rs`).
 //! Counters change with the items in the same transaction, so they stay exact.
 
-use super::read::{kind, state_code};
 use super::receipts::{self, Heads};
 use crate::{NewRecord, QueueKey, Sent, State};
 use rusqlite::{OptionalExtension, Statement, Transaction, params};
@@ -168,7 +167,7 @@ pub(super) fn upsert(
             }
             Some(o) if o.state == Some(State::Pending) && o.interface == rec.interface => {
                 replace.execute(params![o.rowid, v, now, rec.xml])?;
-                counts.add(&o.interface, kind(State::Pending), -1);
+                counts.add(&o.interface, State::Pending.name(), -1);
             }
             Some(o) => {
                 // To the end of the line: another interface's (its queued time, attempts and
@@ -197,11 +196,11 @@ pub(super) fn upsert(
                     rec.xml
                 ])?;
                 if let Some(state) = o.state {
-                    counts.add(&o.interface, kind(state), -1);
+                    counts.add(&o.interface, state.name(), -1);
                 }
             }
         }
-        counts.add(rec.interface, kind(State::Pending), 1);
+        counts.add(rec.interface, State::Pending.name(), 1);
         if let Some(line) = &rec.receipt {
             heads.line(line, &rec.key, v);
         }
@@ -233,7 +232,7 @@ pub(super) fn delivered(tx: &Transaction<'_>, sent: &[Sent]) -> rusqlite::Result
             .optional()?;
         receipts::settle(tx, s.key.as_bytes(), version(s), None, None)?;
         if let Some(interface) = interface {
-            counts.add(&interface, kind(State::Pending), -1);
+            counts.add(&interface, State::Pending.name(), -1);
             counts.add(&interface, "delivered", 1);
             gone += 1;
         }
@@ -270,8 +269,8 @@ pub(super) fn reject(tx: &Transaction<'_>, sent: &Sent, error: &str) -> rusqlite
         return Ok(false);
     };
     let mut counts = Counts::default();
-    counts.add(&interface, kind(State::Pending), -1);
-    counts.add(&interface, kind(State::Rejected), 1);
+    counts.add(&interface, State::Pending.name(), -1);
+    counts.add(&interface, State::Rejected.name(), 1);
     counts.write(tx)?;
     Ok(true)
 }
@@ -300,8 +299,8 @@ pub(super) fn requeue(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<
     tx.prepare_cached("UPDATE item SET state = 0, attempts = 0, state_at = ?2 WHERE key = ?1")?
         .execute(params![key.as_bytes(), now()])?;
     let mut counts = Counts::default();
-    counts.add(&interface, kind(state), -1);
-    counts.add(&interface, kind(State::Pending), 1);
+    counts.add(&interface, state.name(), -1);
+    counts.add(&interface, State::Pending.name(), 1);
     counts.write(tx)?;
     Ok(true)
 }
@@ -320,7 +319,7 @@ pub(super) fn discard(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<
     );
     receipts::settle(tx, key.as_bytes(), version, Some(state), Some(&reason))?;
     let mut counts = Counts::default();
-    counts.add(&interface, kind(state), -1);
+    counts.add(&interface, state.name(), -1);
     counts.write(tx)?;
     Ok(true)
 }
@@ -341,12 +340,12 @@ pub(super) fn quarantine(
         if stmt.execute(params![
             rowid,
             reason,
-            state_code(State::Quarantined),
+            State::Quarantined.code(),
             now()
         ])? > 0
         {
-            counts.add(interface, kind(State::Pending), -1);
-            counts.add(interface, kind(State::Quarantined), 1);
+            counts.add(interface, State::Pending.name(), -1);
+            counts.add(interface, State::Quarantined.name(), 1);
         }
     }
     counts.write(tx)
@@ -419,7 +418,7 @@ mod tests {
             store.upsert(&[record(code)], now).unwrap();
         }
         let line: Vec<(String, u64)> = store
-            .pending("general-ledger-codes-v1", 10)
+            .take("general-ledger-codes-v1", 10)
             .unwrap()
             .into_iter()
             .map(|(k, i)| (k.to_string(), i.queued_at_ms))

@@ -1,0 +1,164 @@
+//! The queue's meaning in stored numbers, written once for both engines: the codes of
+//! `item.state` and `settled.state`, what a receipt line's stored facts say (D38), and the
+//! steps receipts are pruned in. An engine stores and reads these numbers; only this file
+//! says what they mean, so the two cannot come to disagree.
+
+use crate::State;
+use crate::receipt::ReceiptState;
+
+impl State {
+    /// Every state, in the order of their codes.
+    pub const ALL: [State; 3] = [State::Pending, State::Rejected, State::Quarantined];
+
+    /// Its code in the `item.state` column.
+    pub const fn code(self) -> i16 {
+        match self {
+            State::Pending => 0,
+            State::Rejected => 1,
+            State::Quarantined => 2,
+        }
+    }
+
+    /// The state a stored code stands for; `None` for a code no version of ap-intake writes
+    /// (a damaged row, or one a newer version wrote), which the engines quarantine (D29).
+    pub fn from_code(code: i64) -> Option<State> {
+        State::ALL.into_iter().find(|s| i64::from(s.code()) == code)
+    }
+
+    /// Its name, as counters, logs and `status` say it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            State::Pending => "pending",
+            State::Rejected => "rejected",
+            State::Quarantined => "quarantined",
+        }
+    }
+}
+
+/// The SQL list of every state code, `(0, 1, 2)`: a row whose state is not in it is damaged.
+pub const KNOWN_STATES: &str = "(0, 1, 2)";
+
+/// Why a row with an unknown state code is quarantined (D29); its `last_error` is this after
+/// `quarantined: `.
+pub fn unknown_state(shown: &str) -> String {
+    format!("unknown state {shown}")
+}
+
+/// `settled.state` of a delivered version. A version an operator dropped keeps the code of
+/// the state it was dropped from (rejected, quarantined).
+pub const SETTLED_DELIVERED: i16 = 3;
+
+/// Receipts of at most this many requests go in one pruning step, so that pruning a busy
+/// week never holds the writer (or a PostgreSQL transaction) long.
+pub const PRUNE_REQUESTS: i64 = 50;
+
+/// `settled` rows removed in one pruning step, for the same reason.
+pub const PRUNE_SETTLED: i64 = 5000;
+
+/// What the store holds about one record of a receipt: the `settled` row of its version,
+/// and the item that holds its key now.
+#[derive(Debug, Default)]
+pub struct LineFacts {
+    /// The version's `settled` row: its code, when (unix ms), the reason.
+    pub settled: Option<(i64, Option<u64>, Option<String>)>,
+    /// The key's item now: whether it is the line's version, its state code, when it got
+    /// there (unix ms), its last error.
+    pub current: Option<(bool, i64, Option<u64>, Option<String>)>,
+}
+
+/// Where a receipt's record stands, since when, and the reason of a rejected or quarantined
+/// one (D38): a settled version is delivered or was dropped from the state it names; the
+/// key's current version is in its state; any other version was replaced (D16).
+pub fn receipt_line(facts: LineFacts) -> (ReceiptState, Option<u64>, Option<String>) {
+    let parked = |code: i64| match State::from_code(code) {
+        Some(State::Rejected) => Some(ReceiptState::Rejected),
+        Some(State::Quarantined) => Some(ReceiptState::Quarantined),
+        _ => None,
+    };
+    let (state, at, reason) = match facts {
+        LineFacts {
+            settled: Some((code, at, reason)),
+            ..
+        } => (parked(code).unwrap_or(ReceiptState::Delivered), at, reason),
+        LineFacts {
+            current: Some((true, code, at, reason)),
+            ..
+        } => {
+            // A code no version writes is quarantined at the next start (D29).
+            let state = match State::from_code(code) {
+                Some(State::Pending) => ReceiptState::Pending,
+                _ => parked(code).unwrap_or(ReceiptState::Quarantined),
+            };
+            (state, at, reason)
+        }
+        LineFacts {
+            current: Some((false, _, at, _)),
+            ..
+        } => (ReceiptState::Superseded, at, None),
+        LineFacts { current: None, .. } => (ReceiptState::Superseded, None, None),
+    };
+    let reason = match state {
+        ReceiptState::Rejected | ReceiptState::Quarantined => reason,
+        _ => None,
+    };
+    (state, at, reason)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_state_reads_back_from_its_code_and_no_other_code_is_a_state() {
+        for s in State::ALL {
+            assert_eq!(State::from_code(i64::from(s.code())), Some(s));
+        }
+        let listed: Vec<String> = State::ALL.iter().map(|s| s.code().to_string()).collect();
+        assert_eq!(KNOWN_STATES, format!("({})", listed.join(", ")));
+        for code in [-1, 3, 7, i64::MAX] {
+            assert_eq!(State::from_code(code), None, "{code}");
+        }
+        assert!(i64::from(SETTLED_DELIVERED) > i64::from(State::Quarantined.code()));
+    }
+
+    #[test]
+    fn a_receipt_line_reads_its_settled_row_first_then_the_current_item() {
+        let why = || Some("why".to_string());
+        let settled = |code| LineFacts {
+            settled: Some((code, Some(5), why())),
+            current: Some((true, 0, Some(9), None)),
+        };
+        assert_eq!(
+            receipt_line(settled(i64::from(SETTLED_DELIVERED))),
+            (ReceiptState::Delivered, Some(5), None)
+        );
+        assert_eq!(
+            receipt_line(settled(1)),
+            (ReceiptState::Rejected, Some(5), why())
+        );
+        let now = |same, code| LineFacts {
+            settled: None,
+            current: Some((same, code, Some(9), why())),
+        };
+        assert_eq!(
+            receipt_line(now(true, 0)),
+            (ReceiptState::Pending, Some(9), None)
+        );
+        assert_eq!(
+            receipt_line(now(true, 2)),
+            (ReceiptState::Quarantined, Some(9), why())
+        );
+        assert_eq!(
+            receipt_line(now(true, 7)),
+            (ReceiptState::Quarantined, Some(9), why())
+        );
+        assert_eq!(
+            receipt_line(now(false, 1)),
+            (ReceiptState::Superseded, Some(9), None)
+        );
+        assert_eq!(
+            receipt_line(LineFacts::default()),
+            (ReceiptState::Superseded, None, None)
+        );
+    }
+}
