@@ -11,6 +11,20 @@ use crate::live::Live;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// Why a reload changed nothing: a part of the new config could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The new certificate or key (`[server.tls]`).
+    #[error(transparent)]
+    Tls(#[from] crate::http::tls::TlsError),
+    /// The new platform client (`[platform]`).
+    #[error("[platform]: {0}")]
+    Platform(#[from] crate::delivery::target::ClientError),
+    /// The new log level.
+    #[error(transparent)]
+    Level(#[from] crate::telemetry::LevelError),
+}
+
 /// The parts of a running service a reload replaces.
 pub struct Reloadable {
     /// API keys.
@@ -76,7 +90,7 @@ impl Reloader {
     }
 
     /// Builds everything first, so a broken certificate or proxy changes nothing; then swaps.
-    fn apply(&self, next: &Config) -> Result<Vec<&'static str>, String> {
+    fn apply(&self, next: &Config) -> Result<Vec<&'static str>, ReloadError> {
         // No `..` in this pattern nor in `needs_restart`'s: a key added to `Config` (or to one
         // of the sections named here) does not compile until it is applied below or named
         // restart-only there, so a reload never ignores a changed key without saying so (D34).
@@ -128,14 +142,12 @@ impl Reloader {
         let sandbox = self.started.sandbox;
         let tls = match tls {
             Some(t) => Some(tokio_rustls::TlsAcceptor::from(
-                crate::http::tls::server_config(t).map_err(|e| e.to_string())?,
+                crate::http::tls::server_config(t)?,
             )),
             None => None,
         };
         let target = match (platform, sandbox) {
-            (Some(p), false) => Some(Target::Platform(
-                PlatformClient::new(p, *timeout).map_err(|e| format!("[platform]: {e}"))?,
-            )),
+            (Some(p), false) => Some(Target::Platform(PlatformClient::new(p, *timeout)?)),
             (None, true) => Some(Target::Sandbox(SandboxSink::new(&self.started.data_dir))),
             _ => None,
         };

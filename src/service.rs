@@ -13,13 +13,12 @@ use crate::intake::{Intake, Limits};
 use crate::interfaces::INTERFACES;
 use crate::live::Live;
 use crate::metrics::Metrics;
-use crate::queue::{self, Mode, Store, StoreError, Writer};
+use crate::queue::{self, Mode, Stop, Store, StoreError, Writer};
 use crate::telemetry::{RequestLog, Summary};
 use crate::validate::{SchemaError, Validator};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// How long shutdown waits for a delivery in flight.
@@ -101,10 +100,13 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The address of the admin listener (`/healthz`, `/readyz`, `/metrics`), if enabled.
     pub ops_addr: Option<SocketAddr>,
-    shutdown: watch::Sender<bool>,
+    /// The one stop signal: listeners, the admin socket, receipt pruning and the delivery
+    /// lanes all end on it.
+    stop: Stop,
     server: JoinHandle<()>,
     admin: JoinHandle<std::io::Result<()>>,
     ops: Option<JoinHandle<()>>,
+    pruner: JoinHandle<()>,
     summary: Summary,
     worker: Worker,
     writer: Writer,
@@ -128,22 +130,24 @@ impl Running {
     /// delivery worker, and the store is not closed (its `Drop` leaves the connections open):
     /// the process exits next.
     pub async fn abandon(self) {
-        let _ = self.shutdown.send(true);
+        self.stop.signal();
         let _ = tokio::time::timeout(HALT_GRACE, self.server).await;
         self.summary.stop();
     }
 
-    /// Stops accepting, lets requests in flight finish, stops the delivery worker (waiting up
-    /// to [`DELIVERY_STOP_DEADLINE`]), syncs the queue and closes it. When this returns another
-    /// process may open the data directory.
+    /// Gives the stop signal, then, in order: lets the requests in flight finish, waits for
+    /// the admin socket, the admin listener and receipt pruning, for the delivery lanes (up to
+    /// [`DELIVERY_STOP_DEADLINE`]) and for the queue writer, and closes the queue. When this
+    /// returns another process may open the data directory.
     pub async fn stop(self) {
-        let _ = self.shutdown.send(true);
+        self.stop.signal();
         let _ = self.server.await;
         self.summary.stop(); // every request is answered: the last counts are final
         let _ = self.admin.await;
         if let Some(ops) = self.ops {
             let _ = ops.await;
         }
+        let _ = self.pruner.await;
         let (worker, writer, store) = (self.worker, self.writer, self.store);
         let _ = tokio::task::spawn_blocking(move || {
             let worker_stopped = worker.stop(DELIVERY_STOP_DEADLINE);
@@ -153,15 +157,10 @@ impl Running {
                 );
             }
             writer.stop();
-            drop(writer); // it holds the store too
-            if let Err(e) = store.sync() {
-                tracing::error!(error = %e, "final queue sync failed");
-            }
-            // Connection tasks that served the last requests drop their handles shortly; a
-            // worker stuck on the platform keeps its handle until the process exits.
-            let deadline = Instant::now() + http::DRAIN_DEADLINE;
-            while worker_stopped && Arc::strong_count(&store) > 1 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
+            // Closed explicitly, whoever still holds it: a worker stuck on the platform or a
+            // connection task finishing its answer gets "the queue is stopping" from now on.
+            if let Err(e) = store.close() {
+                tracing::error!(error = %e, "closing the queue failed; the next start recovers it from its log");
             }
         })
         .await;
@@ -227,7 +226,8 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         Box::new(move |took, records| commits.commit(took, records)),
     )
     .map_err(StartError::Thread)?;
-    let (worker, waker) = start_delivery(config, &store, &metrics)?;
+    let stop = Stop::new();
+    let (worker, waker) = start_delivery(config, &store, &metrics, &stop)?;
     let request_log = Arc::new(RequestLog::new(config.log.requests));
     let app = intake_app(
         config,
@@ -246,9 +246,9 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         Some(a) => Some(bind(a, "[admin] listen or --admin-listen").await?),
         None => None,
     };
-    let (shutdown, rx) = watch::channel(false);
-    let until = |mut rx: watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
+    let until = |stop: &Stop| {
+        let stop = stop.clone();
+        async move { stop.signalled().await }
     };
     let socket = config.admin.socket.clone();
     let admin_listener = admin::bind(&socket).map_err(|source| StartError::AdminSocket {
@@ -261,12 +261,12 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         config.data_dir.clone(),
         Arc::clone(&store),
         waker,
-        until(rx.clone()),
+        until(&stop),
     ));
-    tokio::spawn(crate::queue::receipt::keep_pruned(
+    let pruner = tokio::spawn(crate::queue::receipt::keep_pruned(
         Arc::clone(&store),
         config.receipt_retention,
-        until(rx.clone()),
+        until(&stop),
     ));
     let ops_addr = ops_listener.as_ref().map(|(_, a)| *a);
     let delivered = Arc::clone(&metrics);
@@ -295,7 +295,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             edge(None),
             settings(Arc::new(Live::new(None))),
             ops::MAX_CONNECTIONS,
-            until(rx.clone()),
+            until(&stop),
         ))
     });
     let server = tokio::spawn(http::serve(
@@ -304,7 +304,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         edge(Some(Arc::clone(&metrics))),
         settings(Arc::clone(&tls)),
         config.server.max_connections,
-        until(rx),
+        until(&stop),
     ));
     let reloadable = crate::reload::Reloadable {
         auth,
@@ -315,10 +315,11 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         reloadable: Some(reloadable),
         addr,
         ops_addr,
-        shutdown,
+        stop,
         server,
         admin,
         ops,
+        pruner,
         summary: Summary::start(request_log, Box::new(move || delivered.take_deliveries())),
         worker,
         writer,
@@ -342,6 +343,7 @@ fn start_delivery(
     config: &Config,
     store: &Arc<dyn Store>,
     metrics: &Arc<Metrics>,
+    stop: &Stop,
 ) -> Result<(Worker, delivery::Waker), StartError> {
     let target = match &config.platform {
         Some(p) => Target::Platform(PlatformClient::new(p, config.delivery.timeout)?),
@@ -353,6 +355,7 @@ fn start_delivery(
         config.delivery.settings,
         Arc::clone(metrics),
         Arc::new(delivery::clock::SystemClock),
+        stop.clone(),
     )
     .map_err(StartError::Thread)
 }

@@ -92,7 +92,7 @@ pub fn fill_in(store: &dyn Store, n: usize, label: &str, interfaces: usize) {
             .collect();
         store.upsert(&records, now_ms()).expect("upsert");
     }
-    store.sync().expect("sync");
+    store.close().expect("close");
     println!(
         "filled {n} records in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -133,6 +133,7 @@ pub async fn drain(
         settings,
         Arc::new(Metrics::default()),
         Arc::new(ap_intake::delivery::clock::SystemClock),
+        ap_intake::queue::Stop::new(),
     )
     .expect("worker");
     let flowing: Vec<&str> = INTERFACES

@@ -40,8 +40,11 @@ pub fn fresh_store(
         Some(url) => {
             reset(url);
             std::sync::Arc::new(
-                ap_intake::queue::PostgresStore::open(&settings(url, node), ap_intake::queue::Mode::Inspect)
-                    .expect("open the PostgreSQL queue"),
+                ap_intake::queue::PostgresStore::open(
+                    &settings(url, node),
+                    ap_intake::queue::Mode::Inspect,
+                )
+                .expect("open the PostgreSQL queue"),
             )
         }
         None => std::sync::Arc::new(

@@ -10,7 +10,7 @@ use super::Shared;
 use super::lane::Lane;
 use crate::interfaces::INTERFACES;
 use std::sync::atomic::AtomicBool;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -49,8 +49,6 @@ pub(super) struct Lanes {
     /// Lane threads and the watch still running; [`Lanes::wait`] waits for none.
     threads: Mutex<usize>,
     exited: Condvar,
-    /// Wakes the watch (to stop).
-    watch: SyncSender<()>,
 }
 
 impl Lanes {
@@ -71,18 +69,16 @@ impl Lanes {
                 }),
             });
         }
-        let (watch, watch_rx) = sync_channel(1);
         let lanes = Arc::new(Self {
             slots,
             shared,
             threads: Mutex::new(1),
             exited: Condvar::new(),
-            watch,
         });
         let this = Arc::clone(&lanes);
         let spawned = std::thread::Builder::new()
             .name("deliver-watch".into())
-            .spawn(move || this.run_watch(&watch_rx));
+            .spawn(move || this.run_watch());
         if let Err(e) = spawned {
             lanes.exit();
             return Err(e);
@@ -99,9 +95,8 @@ impl Lanes {
         self.run(i);
     }
 
-    /// Stops the watch and wakes every running lane, so that all end soon.
+    /// Wakes every running lane, so that all see the stop soon (the watch sleeps on it).
     pub fn stop(&self) {
-        let _ = self.watch.try_send(());
         self.slots.iter().for_each(Slot::ring);
     }
 
@@ -178,14 +173,14 @@ impl Lanes {
     }
 
     /// The watch: every `IDLE`, starts the parked lanes whose interface has records pending.
-    fn run_watch(self: &Arc<Self>, stop: &Receiver<()>) {
+    fn run_watch(self: &Arc<Self>) {
         while !self.shared.stopping() {
             for (i, slot) in self.slots.iter().enumerate() {
                 if self.parked(i) && self.has_work(slot.interface) {
                     self.run(i);
                 }
             }
-            if let Err(RecvTimeoutError::Disconnected) = stop.recv_timeout(IDLE) {
+            if self.shared.stop.wait_timeout(IDLE) {
                 break;
             }
         }

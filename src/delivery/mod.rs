@@ -15,10 +15,10 @@ mod net;
 pub mod target;
 
 use crate::metrics::Metrics;
-use crate::queue::Store;
+use crate::queue::{Stop, Store};
 use clock::Clock;
 use lanes::Lanes;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use target::Target;
@@ -69,14 +69,15 @@ struct Shared {
     /// Replaced by a reload (new credentials, CA, proxy; D34).
     target: Arc<crate::live::Live<Target>>,
     settings: Settings,
-    stop: AtomicBool,
+    /// The service's one stop signal.
+    stop: Stop,
     metrics: Arc<Metrics>,
     clock: Arc<dyn Clock>,
 }
 
 impl Shared {
     fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+        self.stop.is_signalled()
     }
 }
 
@@ -89,19 +90,21 @@ pub struct Worker {
 impl Worker {
     /// Starts the delivery of every interface over `store`, sending to `target`; `clock`
     /// dates what is stored (the system clock but in tests). A lane gets a thread when its
-    /// interface has records (`lanes.rs`).
+    /// interface has records (`lanes.rs`). Every thread ends soon after `stop` is given;
+    /// [`Worker::stop`] gives it and waits for them.
     pub fn start(
         store: Arc<dyn Store>,
         target: Target,
         settings: Settings,
         metrics: Arc<Metrics>,
         clock: Arc<dyn Clock>,
+        stop: Stop,
     ) -> std::io::Result<(Self, Waker)> {
         let shared = Arc::new(Shared {
             store,
             target: Arc::new(crate::live::Live::new(target)),
             settings,
-            stop: AtomicBool::new(false),
+            stop,
             metrics,
             clock,
         });
@@ -120,7 +123,7 @@ impl Worker {
     /// stays pending and is sent again after the restart (at-least-once). False when some
     /// lane did not stop in time.
     pub fn stop(self, deadline: Duration) -> bool {
-        self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.stop.signal();
         self.lanes.stop();
         self.lanes.wait(deadline)
     }
@@ -156,6 +159,7 @@ mod waker_tests {
             settings,
             Arc::new(Metrics::default()),
             Arc::new(super::clock::SystemClock),
+            crate::queue::Stop::new(),
         )
         .unwrap();
         (worker, waker, store)

@@ -21,28 +21,179 @@ use warp::Filter;
 use warp::path::FullPath;
 use warp::reply::Response;
 
-/// The filter serving every request.
+/// The filter serving every request: one route filter per family, tried in this order, each
+/// matching on the request's path alone, so only the family that matched takes the body:
+/// the console (the document and `/docs`, D38), a target that is no path (D42), receipts
+/// (`/requests/<id>`, D38), dry runs (`/validate/<interface path>`, D38) and the interfaces
+/// (every other path: an unknown one is answered 404 there, counted and logged like them).
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
-    let fallback = Arc::clone(&app);
-    warp::method()
-        .and(warp::path::full())
-        .and(warp::query::raw().or(warp::any().map(String::new)).unify())
-        .and(warp::header::headers_cloned())
+    let head = || {
+        warp::method()
+            .and(warp::header::headers_cloned())
+            .and(warp::ext::optional::<ConnInfo>())
+    };
+    let console = family(&app, |app, p| app.console.serves(p).then(|| p.to_string()))
+        .and(head())
+        .then(console_page);
+    let no_path = family(&app, |_, p| (p == "*").then_some(()))
+        .and(head())
+        .then(no_path);
+    let receipts = family(&app, |_, p| {
+        p.strip_prefix("/requests/").map(str::to_string)
+    })
+    .and(head())
+    .then(receipt);
+    let query = warp::query::raw().or(warp::any().map(String::new)).unify();
+    let dry_runs = family(&app, |_, p| {
+        // D38: `/validate/<interface path>` is the interface's dry run.
+        let target = p.strip_prefix("/validate").filter(|t| t.starts_with('/'))?;
+        Some(Target::of(p, target, true))
+    });
+    let interfaces = family(&app, |_, p| Some(Target::of(p, p, false)));
+    let submissions = dry_runs
+        .or(interfaces)
+        .unify()
+        .and(head())
+        .and(query)
         .and(warp::body::stream())
-        .and(warp::ext::optional::<ConnInfo>())
-        .and(warp::any().map(move || Arc::clone(&app)))
-        .then(handle)
+        .then(submit);
+    let fallback = Arc::clone(&app);
+    console
+        .or(no_path)
+        .unify()
+        .or(receipts)
+        .unify()
+        .or(submissions)
+        .unify()
         .recover(move |rejection: warp::Rejection| {
             // Only reachable if warp itself refuses the request (its body already taken).
             let request_id = fallback.request_ids.fresh();
             tracing::error!(request_id, ?rejection, "request rejected by the HTTP layer");
-            let mut r = ApiError::Internal(format!("{rejection:?}")).response(&request_id);
-            if let Ok(v) = HeaderValue::from_str(&request_id) {
-                r.headers_mut().insert("x-request-id", v);
-            }
-            async move { Ok::<_, Infallible>(r) }
+            let r = ApiError::Internal(format!("{rejection:?}")).response(&request_id);
+            async move { Ok::<_, Infallible>(with_request_id(r, &request_id)) }
         })
         .unify()
+}
+
+/// The requests whose path `pick` picks, with what it picked; any other path is left to the
+/// next family.
+fn family<T: Send + 'static>(
+    app: &Arc<App>,
+    pick: fn(&App, &str) -> Option<T>,
+) -> impl Filter<Extract = (Arc<App>, T), Error = warp::Rejection> + Clone + use<T> {
+    let app = Arc::clone(app);
+    warp::path::full()
+        .and_then(move |p: FullPath| {
+            let app = Arc::clone(&app);
+            async move {
+                match pick(&app, p.as_str()) {
+                    Some(picked) => Ok((app, picked)),
+                    None => Err(warp::reject::not_found()),
+                }
+            }
+        })
+        .untuple_one()
+}
+
+/// Where a submission goes.
+struct Target {
+    /// The request's path, as the client wrote it.
+    path: String,
+    /// The interface of that path (of the path after `/validate` for a dry run).
+    iface: Option<&'static Interface>,
+    /// `POST /validate/<path>` (D38).
+    dry_run: bool,
+}
+
+impl Target {
+    fn of(path: &str, target: &str, dry_run: bool) -> Self {
+        Self {
+            path: path.to_string(),
+            iface: interfaces::by_path(target),
+            dry_run,
+        }
+    }
+}
+
+fn with_request_id(mut response: Response, request_id: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(request_id) {
+        response.headers_mut().insert("x-request-id", v);
+    }
+    response
+}
+
+/// The console's paths serve GET and HEAD (D38); another method gets 405 (D42).
+async fn console_page(
+    app: Arc<App>,
+    path: String,
+    method: Method,
+    headers: HeaderMap,
+    conn: Option<ConnInfo>,
+) -> Response {
+    let started = Instant::now();
+    let request_id = app.request_ids.for_request(&headers);
+    match app.console.answer(&method, &path) {
+        Some(page) => with_request_id(page, &request_id),
+        None => {
+            let refusal = ApiError::MethodNotAllowed(method.to_string(), "GET, HEAD");
+            refused(&app, refusal, &method, &request_id, conn, started)
+        }
+    }
+}
+
+/// The methods a request whose target is not a path may use anywhere on this server.
+const ANY_PATH: &str = "GET, HEAD, POST";
+
+/// A target that is no path (`conn.rs` hands those on as `*`): 405 for `CONNECT` and
+/// `OPTIONS`, 400 otherwise (D42).
+async fn no_path(
+    app: Arc<App>,
+    (): (),
+    method: Method,
+    headers: HeaderMap,
+    conn: Option<ConnInfo>,
+) -> Response {
+    let started = Instant::now();
+    let request_id = app.request_ids.for_request(&headers);
+    let refusal = if method == Method::CONNECT || method == Method::OPTIONS {
+        ApiError::MethodNotAllowed(method.to_string(), ANY_PATH)
+    } else {
+        ApiError::NotAPath
+    };
+    refused(&app, refusal, &method, &request_id, conn, started)
+}
+
+/// A refusal decided from the request line alone, counted and logged.
+fn refused(
+    app: &App,
+    refusal: ApiError,
+    method: &Method,
+    request_id: &str,
+    conn: Option<ConnInfo>,
+    started: Instant,
+) -> Response {
+    let response = with_request_id(refusal.response(request_id), request_id);
+    let status = response.status().as_u16();
+    app.metrics
+        .request("-", status, 0, 0, started.elapsed().as_secs_f64());
+    let peer = conn.map(|c| c.peer);
+    if app.request_log.answered(status, peer.map(|p| p.ip())) {
+        let peer = peer.map_or_else(|| "-".to_string(), |p| p.to_string());
+        tracing::info!(request_id, peer, key = "-", interface = "-", status, %method, "request");
+    }
+    response
+}
+
+/// `/requests/<id>` (D38).
+async fn receipt(
+    app: Arc<App>,
+    id: String,
+    method: Method,
+    headers: HeaderMap,
+    _conn: Option<ConnInfo>,
+) -> Response {
+    let request_id = app.request_ids.for_request(&headers);
+    super::receipts::answer(&app, &method, &id, &headers, &request_id).await
 }
 
 /// What the handler learnt about the request's body by the time it answers.
@@ -63,56 +214,29 @@ const DRAIN_LIMIT: usize = 64 * 1024;
 /// How long draining such a body may take.
 const DRAIN_TIME: Duration = Duration::from_secs(2);
 
-async fn handle(
-    method: Method,
-    path: FullPath,
-    query: String,
-    headers: HeaderMap,
-    mut body: impl Stream<Item = Result<impl Buf, warp::Error>> + Unpin + Send,
-    conn: Option<ConnInfo>,
+/// An interface's submission or dry run: everything the head decides, then the body, then
+/// the answer, counted and logged (D20).
+async fn submit(
     app: Arc<App>,
+    target: Target,
+    method: Method,
+    headers: HeaderMap,
+    conn: Option<ConnInfo>,
+    query: String,
+    mut body: impl Stream<Item = Result<impl Buf, warp::Error>> + Unpin + Send,
 ) -> Response {
     let started = Instant::now();
     let request_id = app.request_ids.for_request(&headers);
-    if let Some(mut response) = app.console.answer(&method, path.as_str()) {
-        if let Ok(v) = HeaderValue::from_str(&request_id) {
-            response.headers_mut().insert("x-request-id", v);
-        }
-        return response;
-    }
-    if let Some(refused) = not_served(&method, path.as_str(), &app.console) {
-        let mut response = refused.response(&request_id);
-        if let Ok(v) = HeaderValue::from_str(&request_id) {
-            response.headers_mut().insert("x-request-id", v);
-        }
-        let status = response.status().as_u16();
-        app.metrics
-            .request("-", status, 0, 0, started.elapsed().as_secs_f64());
-        let peer = conn.map(|c| c.peer);
-        if app.request_log.answered(status, peer.map(|p| p.ip())) {
-            let peer = peer.map_or_else(|| "-".to_string(), |p| p.to_string());
-            tracing::info!(request_id, peer, key = "-", interface = "-", status, %method, "request");
-        }
-        return response;
-    }
     let mut key_name = None;
     let mut state = BodyState::Unread;
-    if let Some(id) = path.as_str().strip_prefix("/requests/") {
-        return super::receipts::answer(&app, &method, id, &headers, &request_id).await;
-    }
-    // D38: `/validate/<interface path>` is the interface's dry run.
-    let (target, dry_run) = match path.as_str().strip_prefix("/validate") {
-        Some(rest) if rest.starts_with('/') => (rest, true),
-        _ => (path.as_str(), false),
-    };
-    let iface = interfaces::by_path(target);
+    let iface = target.iface;
     let result = accept(
         &app,
         Request {
             method: &method,
-            path: path.as_str(),
+            path: &target.path,
             iface,
-            dry_run,
+            dry_run: target.dry_run,
             request_id: &request_id,
             query: &query,
             headers: &headers,
@@ -123,13 +247,11 @@ async fn handle(
         &mut state,
     )
     .await;
-    let mut response = match &result {
+    let response = match &result {
         Ok(o) => reply::outcome(o, &request_id),
         Err(e) => e.response(&request_id),
     };
-    if let Ok(v) = HeaderValue::from_str(&request_id) {
-        response.headers_mut().insert("x-request-id", v);
-    }
+    let mut response = with_request_id(response, &request_id);
     let http1 = conn.is_none_or(|c| c.http1);
     if http1 && state != BodyState::Complete && !drained(state, &headers, &mut body).await {
         // D26: the client must not write its next request into a connection we close.
@@ -161,25 +283,6 @@ async fn handle(
             request_id, peer, key, interface, status, accepted, failed, %latency_ms, "request"),
     }
     response
-}
-
-/// The methods a request whose target is not a path may use anywhere on this server.
-const ANY_PATH: &str = "GET, HEAD, POST";
-
-/// The refusal of a method the path does not serve, where the interfaces' own check does not
-/// reach (D42): the console's paths serve GET and HEAD; a target that is no path (`conn.rs`
-/// hands those on as `*`) is answered 405 for `CONNECT` and `OPTIONS`, 400 otherwise.
-fn not_served(method: &Method, path: &str, console: &super::console::Console) -> Option<ApiError> {
-    if path == "*" {
-        return Some(if method == Method::CONNECT || method == Method::OPTIONS {
-            ApiError::MethodNotAllowed(method.to_string(), ANY_PATH)
-        } else {
-            ApiError::NotAPath
-        });
-    }
-    console
-        .serves(path)
-        .then(|| ApiError::MethodNotAllowed(method.to_string(), "GET, HEAD"))
 }
 
 /// Reads and drops the rest of a body left unread by an early answer, when it is small

@@ -163,15 +163,34 @@ type LevelHandle = tracing_subscriber::reload::Handle<
 /// The installed filter, for a reload to change (D34).
 static LEVEL: std::sync::OnceLock<LevelHandle> = std::sync::OnceLock::new();
 
+/// Why the log level of the running process was not changed.
+#[derive(Debug, thiserror::Error)]
+pub enum LevelError {
+    /// `[log] level` is not a filter.
+    #[error("log.level {level:?}: {source}")]
+    Invalid {
+        /// The level as written.
+        level: String,
+        /// Why it is not one.
+        source: tracing_subscriber::filter::ParseError,
+    },
+    /// The subscriber refused the new filter.
+    #[error("the log level cannot be changed: {0}")]
+    Swap(#[from] tracing_subscriber::reload::Error),
+}
+
 /// Sets the log level filter (`[log] level`) of the running process; `RUST_LOG`, when set,
 /// still wins. Does nothing where [`init`] did not install the subscriber (tests).
-pub fn set_level(level: &str) -> Result<(), String> {
+pub fn set_level(level: &str) -> Result<(), LevelError> {
     if std::env::var_os("RUST_LOG").is_some() {
         return Ok(());
     }
-    let filter = EnvFilter::try_new(level).map_err(|e| format!("log.level {level:?}: {e}"))?;
+    let filter = EnvFilter::try_new(level).map_err(|source| LevelError::Invalid {
+        level: level.to_string(),
+        source,
+    })?;
     match LEVEL.get() {
-        Some(handle) => handle.reload(filter).map_err(|e| e.to_string()),
+        Some(handle) => Ok(handle.reload(filter)?),
         None => Ok(()),
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::common;
 use ap_intake::queue::sqlite::FILE_NAME;
-use ap_intake::queue::{Mode, NewRecord, QueueKey, SqliteStore, State, Store, now_ms};
+use ap_intake::queue::{Mode, NewRecord, QueueKey, SqliteStore, State, Store, StoreError, now_ms};
 use common::process::{self, Service, post};
 use common::receiver::{Receiver, gl_records};
 use common::*;
@@ -560,13 +560,24 @@ fn the_store_runs_with_full_sync_wal_and_incremental_vacuum_and_closes_without_a
             })
             .collect();
         store.upsert(&records, now_ms()).unwrap();
-        store.sync().unwrap();
         assert!(
             data.join(format!("{FILE_NAME}-wal")).exists(),
             "a commit goes to the write-ahead log"
         );
+        // Closed explicitly, while the value still lives: written back, and no more calls.
+        store.close().unwrap();
+        assert_no_wal(&data, "after the store was closed");
+        assert!(matches!(
+            store.upsert(&records, now_ms()),
+            Err(StoreError::Stopping)
+        ));
+        assert!(matches!(
+            store.get(&records[0].key),
+            Err(StoreError::Stopping)
+        ));
+        store.close().unwrap();
     }
-    assert_no_wal(&data, "after the store was closed");
+    assert_no_wal(&data, "after the store was dropped");
     assert_persisted_settings(&data, 200);
     // Opened again, it keeps the settings.
     let store = SqliteStore::open(&data, Mode::Inspect, 0).unwrap();

@@ -252,6 +252,7 @@ impl Bench {
             SETTINGS,
             Arc::new(Metrics::default()),
             clock,
+            ap_intake::queue::Stop::new(),
         )
         .unwrap()
     }
@@ -270,7 +271,6 @@ impl Bench {
             })
             .collect();
         self.store.upsert(&records, self.clock.wall_ms()).unwrap();
-        self.store.sync().unwrap();
     }
 }
 

@@ -742,7 +742,7 @@ fn write_receipt(data: &Path, id: &str, code: &str, received_at_ms: u64) {
         receipt: Some(ReceiptLine { request, index: 0 }),
     };
     store.upsert(&[record], received_at_ms).unwrap();
-    store.sync().unwrap();
+    store.close().unwrap();
 }
 
 /// A config delivering to `platform_url` with `extra_tables`, its data directory `data`.

@@ -35,12 +35,14 @@ pub mod pg;
 pub mod receipt;
 pub mod space;
 pub mod sqlite;
+pub mod stop;
 pub mod writer;
 
 pub use halt::Halt;
 pub use key::QueueKey;
 pub use pg::PostgresStore;
 pub use sqlite::SqliteStore;
+pub use stop::Stop;
 pub use writer::Writer;
 
 /// How a store is opened.
@@ -293,10 +295,13 @@ pub trait Store: Send + Sync + 'static {
         self.upsert(records, now_ms)
     }
 
-    /// Makes everything written so far durable. Every write of both engines is durable when
-    /// it returns (SQLite with `synchronous=FULL`, a committed PostgreSQL transaction), so
-    /// this has nothing left to do there.
-    fn sync(&self) -> Result<(), StoreError>;
+    /// Closes the store at the service's stop; every later call fails with
+    /// [`StoreError::Stopping`]. SQLite stops its checkpoints, writes its log back into the
+    /// file and closes it (after a failed flush it writes nothing back, D40); PostgreSQL
+    /// releases this process's leases at once (D41) and closes its connections. Nothing
+    /// written needs it: every write is durable when it returns. A store dropped unclosed
+    /// does the same as it goes.
+    fn close(&self) -> Result<(), StoreError>;
 
     /// The item of one key.
     fn get(&self, key: &QueueKey) -> Result<Option<Item>, StoreError>;

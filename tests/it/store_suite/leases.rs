@@ -6,7 +6,7 @@
 //! name (two on one host, cloned machines) and must never hand out one item to both.
 
 use crate::store_suite::{AP, each_backend, key, pending_keys, queue_invoices};
-use ap_intake::queue::{QueueKey, Sent, Store};
+use ap_intake::queue::{QueueKey, Sent, Store, StoreError};
 use std::collections::HashSet;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -34,6 +34,32 @@ fn a_dropped_stores_batch_is_taken_at_once_by_the_next() {
             keys[..3],
             "{name}: the dropped store's lease ended with it"
         );
+    });
+}
+
+/// D41: a store closed at the stop leaves nothing leased, and refuses every call after it,
+/// while it is still held: the next store takes the same batch at once.
+#[test]
+fn a_closed_stores_batch_is_taken_at_once_by_the_next() {
+    each_backend(|name, dir, open| {
+        let s = open(dir);
+        let keys = queue_numbered(&*s, 6);
+        assert_eq!(pending_keys(&*s, AP, 3), keys[..3], "{name}");
+        s.close().unwrap();
+        assert!(
+            matches!(s.take(AP, 3), Err(StoreError::Stopping)),
+            "{name}: closed"
+        );
+        assert!(matches!(s.stats(AP), Err(StoreError::Stopping)), "{name}");
+        let t = open(dir);
+        assert_eq!(
+            pending_keys(&*t, AP, 3),
+            keys[..3],
+            "{name}: the closed store's lease ended with it"
+        );
+        s.close().unwrap();
+        drop(s);
+        assert_eq!(pending_keys(&*t, AP, 6), keys, "{name}: all still queued");
     });
 }
 

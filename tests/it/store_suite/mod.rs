@@ -42,7 +42,7 @@ fn each_backend(test: impl Fn(&str, &Path, Open<'_>)) {
 fn before_reopening<T>(dir: &Path, open: Open<'_>, session: impl FnOnce(&dyn Store) -> T) -> T {
     let s = open(dir);
     let out = session(&*s);
-    s.sync().unwrap();
+    s.close().unwrap();
     out
 }
 

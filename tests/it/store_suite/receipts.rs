@@ -274,7 +274,11 @@ fn d38_prune_receipts_removes_old_ones_and_keeps_new_ones() {
                 "{name}: {code} is still queued"
             );
         }
-        assert_eq!(ap_intake::queue::receipt::prune(&*s, 3_000).unwrap(), 0, "{name}: nothing left");
+        assert_eq!(
+            ap_intake::queue::receipt::prune(&*s, 3_000).unwrap(),
+            0,
+            "{name}: nothing left"
+        );
         // A line written later for a pruned id starts a receipt of its own.
         let again = request("old", "erp", 4_000, 4);
         s.upsert(&records_of(&again, &["E"]), 4_000).unwrap();

@@ -47,8 +47,8 @@ mod write;
 use super::{Mode, StoreError};
 use crate::options::Postgres;
 use postgres::{Client, NoTls};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The schema this version reads and writes.
@@ -82,7 +82,9 @@ pub struct PostgresStore {
     held: AtomicBool,
     lease: Duration,
     shown: String,
-    heartbeat: Option<Heartbeat>,
+    heartbeat: Mutex<Option<Heartbeat>>,
+    /// Set by [`crate::Store::close`]: every later call is refused.
+    closed: AtomicBool,
     /// Per interface, where this instance's last batch ended (`read::lease`).
     cursors: Mutex<std::collections::HashMap<String, (i64, i64)>>,
 }
@@ -117,7 +119,8 @@ impl PostgresStore {
             held: AtomicBool::new(false),
             lease: settings.lease,
             shown,
-            heartbeat: None,
+            heartbeat: Mutex::new(None),
+            closed: AtomicBool::new(false),
             cursors: Mutex::default(),
         };
         let found = store.with(migrate)?;
@@ -138,7 +141,8 @@ impl PostgresStore {
             }
             store.held.store(true, Ordering::Relaxed);
             store.with(|c| instance::beat(c, &store.instance, &store.node, store.lease))?;
-            store.heartbeat = Some(Heartbeat::start(&store)?);
+            let beat = Heartbeat::start(&store)?;
+            store.heartbeat = Mutex::new(Some(beat));
             store.warn_of_namesakes();
         }
         Ok(store)
@@ -197,8 +201,35 @@ impl PostgresStore {
     }
 
     /// Runs `f` on a pooled connection (a new one when none is idle); a connection that
-    /// failed is not pooled again.
+    /// failed is not pooled again. Refused once the store is closed.
     fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Stopping);
+        }
+        self.on_connection(f)
+    }
+
+    /// [`crate::Store::close`]: no renewal after it, this instance's leases released at once
+    /// (D41), the pooled connections closed.
+    pub(super) fn close_connections(&self) -> Result<(), StoreError> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        drop(self.heartbeat.lock().ok().and_then(|mut h| h.take()));
+        let released = match self.held.swap(false, Ordering::AcqRel) {
+            true => self.on_connection(|c| instance::release(c, &self.instance)),
+            false => Ok(()),
+        };
+        if let Ok(mut pool) = self.pool.lock() {
+            pool.clear();
+        }
+        released
+    }
+
+    fn on_connection<T>(
         &self,
         f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
@@ -246,7 +277,7 @@ impl Drop for PostgresStore {
     /// may not be used or dropped on an async worker (the last holder of the store may be
     /// one): the release runs and the pooled clients close on a thread of their own.
     fn drop(&mut self) {
-        drop(self.heartbeat.take()); // no renewal after the release
+        drop(self.heartbeat.get_mut().ok().and_then(Option::take)); // no renewal after the release
         let mut pool = self.pool.get_mut().map(std::mem::take).unwrap_or_default();
         let release = self.held.load(Ordering::Relaxed).then(|| {
             let (config, tls) = (self.config.clone(), self.tls.clone());
@@ -326,20 +357,20 @@ fn migrate(client: &mut Client) -> Result<i64, postgres::Error> {
 
 /// Renews this instance's row and its leases while the store is open (D39, D41).
 struct Heartbeat {
-    stop: Arc<AtomicBool>,
+    stop: crate::Stop,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Heartbeat {
     fn start(store: &PostgresStore) -> Result<Self, StoreError> {
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = crate::Stop::new();
         let beat = Beat {
             config: store.config.clone(),
             tls: store.tls.clone(),
             instance: store.instance.clone(),
             node: store.node.clone(),
             lease: store.lease,
-            stop: Arc::clone(&stop),
+            stop: stop.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("queue-heartbeat".into())
@@ -354,7 +385,7 @@ impl Heartbeat {
 
 impl Drop for Heartbeat {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.signal();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -367,7 +398,7 @@ struct Beat {
     instance: String,
     node: String,
     lease: Duration,
-    stop: Arc<AtomicBool>,
+    stop: crate::Stop,
 }
 
 impl Beat {
@@ -375,13 +406,7 @@ impl Beat {
     fn run(self) {
         let every = self.lease / 3;
         let mut client: Option<Client> = None;
-        let mut next = std::time::Instant::now() + every;
-        while !self.stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(100));
-            if std::time::Instant::now() < next {
-                continue;
-            }
-            next = std::time::Instant::now() + every;
+        while !self.stop.wait_timeout(every) {
             if client.as_ref().is_none_or(Client::is_closed) {
                 client = connect(&self.config, self.tls.as_ref()).ok();
             }

@@ -25,9 +25,8 @@ impl Store for PostgresStore {
         self.tx(|tx| write::upsert(tx, records, now_ms))
     }
 
-    /// Every commit is flushed before it returns (`synchronous_commit = on`).
-    fn sync(&self) -> Result<(), StoreError> {
-        Ok(())
+    fn close(&self) -> Result<(), StoreError> {
+        self.close_connections()
     }
 
     fn get(&self, key: &QueueKey) -> Result<Option<Item>, StoreError> {

@@ -5,10 +5,11 @@
 //! of pages the kernel dropped (D40).
 
 use super::{WriterConn, check, connect, error_at, pragma};
+use crate::Stop;
 use crate::{Halt, StoreError};
 use rusqlite::Connection;
 use std::path::Path;
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How often the background thread checkpoints the WAL. Often, so each checkpoint is small:
@@ -21,7 +22,7 @@ const VACUUM_STEP_PAGES: i64 = 4096;
 
 /// The background checkpoint thread and the way to stop it.
 pub(super) struct Checkpointer {
-    stop: mpsc::Sender<()>,
+    stop: Stop,
     thread: std::thread::JoinHandle<()>,
 }
 
@@ -33,7 +34,8 @@ impl Checkpointer {
     ) -> Result<Self, StoreError> {
         let conn = connect(path, false).map_err(|e| error_at(path, e))?;
         let path = path.to_path_buf();
-        let (stop, stopped) = mpsc::channel();
+        let stop = Stop::new();
+        let stopped = stop.clone();
         let thread = std::thread::Builder::new()
             .name("queue-checkpoint".into())
             .spawn(move || {
@@ -44,7 +46,7 @@ impl Checkpointer {
                     Err(e) => tracing::warn!(error = %e, "looking for damaged queue rows failed"),
                 }
                 let mut flush = Flush::new(&path);
-                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(EVERY) {
+                while !stopped.wait_timeout(EVERY) {
                     if halt.reason().is_some() {
                         return; // the writer met a failed flush (D40)
                     }
@@ -63,7 +65,7 @@ impl Checkpointer {
     }
 
     pub(super) fn stop(self) {
-        let _ = self.stop.send(());
+        self.stop.signal();
         let _ = self.thread.join();
     }
 }

@@ -148,11 +148,13 @@ pub struct SqliteStore {
     damaged: Mutex<Option<String>>,
     /// When `/readyz` last ran the integrity check (it runs at most every [`RECHECK_EVERY`]).
     last_check: Mutex<Option<Instant>>,
-    checkpointer: Option<checkpoint::Checkpointer>,
+    checkpointer: Mutex<Option<checkpoint::Checkpointer>>,
+    /// Set by [`Store::close`]: every later call is refused.
+    closed: std::sync::atomic::AtomicBool,
     /// Tripped by a failed flush (D40).
     halt: Halt,
     /// Held while the store is open: one service (or operator command) per data directory.
-    _lock: Option<std::fs::File>,
+    lock: Mutex<Option<std::fs::File>>,
 }
 
 impl SqliteStore {
@@ -219,9 +221,10 @@ impl SqliteStore {
             readers: Mutex::new(Vec::new()),
             damaged: Mutex::new(None),
             last_check: Mutex::new(Some(Instant::now())),
-            checkpointer,
+            checkpointer: Mutex::new(checkpointer),
+            closed: Default::default(),
             halt,
-            _lock: lock,
+            lock: Mutex::new(lock),
         })
     }
 
@@ -262,7 +265,11 @@ impl SqliteStore {
                     0 => i64::from(AUTOCHECKPOINT_PAGES),
                     sqlite_own => -sqlite_own, // never: connect turns it off
                 },
-                background_checkpoint: self.checkpointer.as_ref().map(|_| checkpoint::EVERY),
+                background_checkpoint: self
+                    .checkpointer
+                    .lock()
+                    .ok()
+                    .and_then(|c| c.as_ref().map(|_| checkpoint::EVERY)),
                 auto_vacuum: match int("auto_vacuum")? {
                     0 => "NONE",
                     1 => "FULL",
@@ -279,6 +286,7 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
     ) -> Result<T, StoreError> {
+        self.open_for_use()?;
         let pooled = self.readers.lock().ok().and_then(|mut p| p.pop());
         let conn = match pooled {
             Some(c) => c,
@@ -301,6 +309,7 @@ impl SqliteStore {
         grows: bool,
         f: impl FnOnce(&rusqlite::Transaction<'_>, &mut u64) -> Result<T, rusqlite::Error>,
     ) -> Result<T, StoreError> {
+        self.open_for_use()?;
         self.halted()?;
         if grows {
             self.space.check()?;
@@ -350,6 +359,55 @@ impl SqliteStore {
                 Err(self.fail(e))
             }
         }
+    }
+
+    /// Refuses every call once the store is closed.
+    fn open_for_use(&self) -> Result<(), StoreError> {
+        match self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            false => Ok(()),
+            true => Err(StoreError::Stopping),
+        }
+    }
+
+    /// [`Store::close`]: stops the checkpoints, writes the log back into the file and closes
+    /// the connections, so a stopped queue is one self-contained file. After a failed flush
+    /// nothing is written back (D40): the next start recovers from the log.
+    pub(super) fn close_files(&self) -> Result<(), StoreError> {
+        if self.closed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return Ok(());
+        }
+        let background = self.checkpointer.lock().ok().and_then(|mut c| c.take());
+        if let Some(c) = background {
+            c.stop();
+        }
+        if self.halt.reason().is_some() {
+            return Ok(());
+        }
+        if let Ok(mut readers) = self.readers.lock() {
+            readers.clear();
+        }
+        let mut w = self
+            .writer
+            .lock()
+            .map_err(|_| StoreError::Internal("queue writer lock poisoned".into()))?;
+        let written_back = w
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map_err(|e| self.fail(e))?;
+        if written_back != 0 {
+            tracing::warn!(
+                "a reader kept part of the queue's log from being written back; the next start does it"
+            );
+        }
+        // The writer's place holds a connection to nothing: the store takes no calls now.
+        let blank = Connection::open_in_memory().map_err(|e| self.fail(e))?;
+        let conn = std::mem::replace(&mut w.conn, blank);
+        conn.close().map_err(|(_, e)| self.fail(e))?;
+        // Only a closed queue is let go: the next opener finds one file, written back.
+        drop(self.lock.lock().ok().and_then(|mut l| l.take()));
+        Ok(())
     }
 
     /// Refuses every write once a flush has failed (D40).
@@ -416,7 +474,7 @@ impl SqliteStore {
 
 impl Drop for SqliteStore {
     fn drop(&mut self) {
-        if let Some(c) = self.checkpointer.take() {
+        if let Some(c) = self.checkpointer.get_mut().ok().and_then(Option::take) {
             c.stop();
         }
         if self.halt.reason().is_some() {

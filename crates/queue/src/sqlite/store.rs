@@ -39,9 +39,8 @@ impl Store for SqliteStore {
         })
     }
 
-    /// Every committed transaction is already on disk (`synchronous=FULL`).
-    fn sync(&self) -> Result<(), StoreError> {
-        Ok(())
+    fn close(&self) -> Result<(), StoreError> {
+        self.close_files()
     }
 
     fn get(&self, key: &QueueKey) -> Result<Option<Item>, StoreError> {

@@ -337,13 +337,7 @@ pub(super) fn quarantine(
     )?;
     for (rowid, reason) in rows {
         let reason = format!("quarantined: {reason}");
-        if stmt.execute(params![
-            rowid,
-            reason,
-            State::Quarantined.code(),
-            now()
-        ])? > 0
-        {
+        if stmt.execute(params![rowid, reason, State::Quarantined.code(), now()])? > 0 {
             counts.add(interface, State::Pending.name(), -1);
             counts.add(interface, State::Quarantined.name(), 1);
         }
