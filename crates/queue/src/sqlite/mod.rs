@@ -63,6 +63,7 @@
 
 mod check;
 mod checkpoint;
+mod fault;
 mod lock;
 mod migrate;
 mod read;
@@ -76,6 +77,7 @@ pub use check::verify_file;
 
 use super::space::Space;
 use super::{Halt, Mode, StoreError};
+use fault::{Fault, error_at, is_failed_flush};
 use rusqlite::{Connection, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -304,10 +306,10 @@ impl SqliteStore {
     /// Runs `f` in one write transaction (IMMEDIATE: it holds the write lock from the
     /// start, so it never has to be retried). With `grows`, the free-space rule (D30) is
     /// checked first: deliveries, which free space, run even when intake is refused.
-    fn write<T>(
+    fn write<T, E: Into<Fault>>(
         &self,
         grows: bool,
-        f: impl FnOnce(&rusqlite::Transaction<'_>, &mut u64) -> Result<T, rusqlite::Error>,
+        f: impl FnOnce(&rusqlite::Transaction<'_>, &mut u64) -> Result<T, E>,
     ) -> Result<T, StoreError> {
         self.open_for_use()?;
         self.halted()?;
@@ -325,9 +327,9 @@ impl SqliteStore {
         } = &mut *w;
         let mut version = *next_version;
         let mut reserve = *reserved;
-        let result = (|| {
+        let result = (|| -> Result<T, Fault> {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let out = f(&tx, &mut version)?;
+            let out = f(&tx, &mut version).map_err(Into::into)?;
             // Committed with the versions it covers, so a crash never reuses one.
             if version > reserve {
                 reserve = version.saturating_add(VERSION_BLOCK);
@@ -423,7 +425,7 @@ impl SqliteStore {
 
     /// Turns an engine error into the product's, remembering damage and tripping the halt on
     /// a failed flush (D40).
-    fn fail(&self, e: rusqlite::Error) -> StoreError {
+    fn fail(&self, e: impl Into<Fault>) -> StoreError {
         let err = error_at(&self.path, e);
         if let StoreError::FlushFailed { detail, .. } = &err {
             self.halt.trip(detail);
@@ -489,7 +491,7 @@ impl Drop for SqliteStore {
 }
 
 /// Opens a connection with the durability settings every connection of the store shares.
-fn connect(path: &Path, create: bool) -> Result<Connection, rusqlite::Error> {
+fn connect(path: &Path, create: bool) -> Result<Connection, Fault> {
     let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     if create {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
@@ -501,12 +503,7 @@ fn connect(path: &Path, create: bool) -> Result<Connection, rusqlite::Error> {
     pragma(&conn, "auto_vacuum=INCREMENTAL")?;
     let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(rusqlite::Error::SqliteFailure(
-            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
-            Some(format!(
-                "the queue file cannot use a write-ahead log (journal mode {mode})"
-            )),
-        ));
+        return Err(Fault::NoWal(mode));
     }
     pragma(&conn, "synchronous=FULL")?;
     pragma(&conn, "wal_autocheckpoint=0")?;
@@ -530,39 +527,10 @@ fn safety_net(wal: &mut rusqlite::hooks::Wal, pages: std::ffi::c_int) -> rusqlit
     }
 }
 
-/// SQLite's error for a failed fsync or fdatasync (D40).
-fn is_failed_flush(e: &rusqlite::Error) -> bool {
-    use rusqlite::ffi::{SQLITE_IOERR_DIR_FSYNC, SQLITE_IOERR_FSYNC};
-    matches!(e, rusqlite::Error::SqliteFailure(f, _)
-        if matches!(f.extended_code, SQLITE_IOERR_FSYNC | SQLITE_IOERR_DIR_FSYNC))
-}
-
 /// Runs a pragma to the end, ignoring the rows some of them answer with.
 pub(super) fn pragma(conn: &Connection, body: &str) -> Result<(), rusqlite::Error> {
     let mut stmt = conn.prepare(&format!("PRAGMA {body}"))?;
     let mut rows = stmt.query([])?;
     while rows.next()?.is_some() {}
     Ok(())
-}
-
-/// The product's error for an engine error on the file at `path`.
-fn error_at(path: &Path, e: rusqlite::Error) -> StoreError {
-    use rusqlite::ErrorCode as C;
-    let file = path.display().to_string();
-    if is_failed_flush(&e) {
-        return StoreError::FlushFailed {
-            path: file,
-            detail: e.to_string(),
-        };
-    }
-    match e.sqlite_error_code() {
-        Some(C::DiskFull) => StoreError::Full(format!("the disk holding {file} is full")),
-        Some(C::DatabaseCorrupt | C::NotADatabase) => StoreError::Damaged {
-            path: file,
-            detail: e.to_string(),
-        },
-        Some(C::DatabaseBusy | C::DatabaseLocked) => StoreError::Busy(file),
-        Some(C::CannotOpen) => StoreError::Engine(format!("cannot open {file}: {e}")),
-        _ => StoreError::Engine(format!("{file}: {e}")),
-    }
 }

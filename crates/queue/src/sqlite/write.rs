@@ -1,6 +1,7 @@
 //! Changes to the queue tables, each inside the caller's transaction (schema in `mod.rs`).
 //! Counters change with the items in the same transaction, so they stay exact.
 
+use super::fault::Fault;
 use super::receipts::{self, Heads};
 use crate::{NewRecord, QueueKey, Sent, State};
 use rusqlite::{OptionalExtension, Statement, Transaction, params};
@@ -123,7 +124,7 @@ pub(super) fn upsert(
     records: &[NewRecord],
     now_ms: u64,
     version: &mut u64,
-) -> rusqlite::Result<()> {
+) -> Result<(), Fault> {
     let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
     let mut counts = Counts::default();
     let mut heads = Heads::default();
@@ -162,7 +163,9 @@ pub(super) fn upsert(
             None => {
                 // The insert cannot find the key now: it was not there a moment ago.
                 if !stored && !insert()? {
-                    return Err(rusqlite::Error::StatementChangedRows(0));
+                    return Err(Fault::Broken(
+                        "a key missing a moment ago could not be inserted",
+                    ));
                 }
             }
             Some(o) if o.state == Some(State::Pending) && o.interface == rec.interface => {
@@ -206,7 +209,7 @@ pub(super) fn upsert(
         }
     }
     heads.write(tx)?;
-    counts.write(tx)
+    Ok(counts.write(tx)?)
 }
 
 /// The time a state change is dated with (unix ms).
