@@ -55,6 +55,8 @@ expect_file usr/lib/systemd/system/ap-intake.service -rw-r--r--
 expect_file usr/lib/sysusers.d/ap-intake.conf -rw-r--r--
 expect_file usr/share/doc/ap-intake/config.example.toml -rw-r--r--
 expect_file usr/share/doc/ap-intake/README.md -rw-r--r--
+expect_file usr/share/ap-intake/prometheus/ap-intake.rules.yml -rw-r--r--
+expect_file usr/share/ap-intake/prometheus/ap-intake.rules.test.yml -rw-r--r--
 
 # D35: the config belongs to the operator. Nothing under /etc, hence no conffile: postinst
 # creates /etc/ap-intake/config.toml when it is absent, and dpkg never prompts about it.

@@ -98,6 +98,46 @@ pub enum Command {
         /// The service's config file (for its data directory); the sandbox default without.
         #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
         config: Option<PathBuf>,
+        /// Check this queue file instead, a copy `backup` made, without changing it.
+        #[arg(long, value_name = "FILE", conflicts_with = "config")]
+        file: Option<PathBuf>,
+    },
+    /// Copy the queue to FILE, consistent as of one commit, receipts included (D45). Works
+    /// while the service runs, which goes on storing meanwhile; run it as the service's user
+    /// (or root). The copy is checked as `check-store --file` checks it. Exit 0 copied, 1
+    /// the copy failed (no space, a damaged queue), 2 usage (FILE exists, the queue is in
+    /// PostgreSQL: use pg_dump).
+    Backup {
+        /// The service's config file (for its data directory); the sandbox default without.
+        #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
+        config: Option<PathBuf>,
+        /// Where the copy goes; never an existing file.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// Carry the embedded queue of a stopped service into PostgreSQL (D45), after setting
+    /// [storage] backend = "postgres" and [storage.postgres] in the config: every record not
+    /// yet delivered (pending, rejected, quarantined, with its place in line and attempts),
+    /// the retry state and the receipts, in one transaction. The embedded queue is left as
+    /// it was, marked as moved; a key the cluster already holds keeps the newer version. A
+    /// second run copies nothing. Exit 0 moved, 1 failed (nothing was copied), 2 usage.
+    MoveToPostgres {
+        /// The service's config file, already switched to PostgreSQL.
+        #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
+        config: PathBuf,
+    },
+    /// Put a copy `backup` made in place of the queue (D45), the service stopped. The copy
+    /// is checked first; the queue it replaces is kept beside it under a dated name, never
+    /// deleted. Records acknowledged after the backup was made are not in the copy: the
+    /// ERP systems must send them again. Exit 0 restored, 1 refused (the service runs, the
+    /// copy is damaged), 2 usage.
+    Restore {
+        /// The service's config file (for its data directory); the sandbox default without.
+        #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
+        config: Option<PathBuf>,
+        /// The copy to restore.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
     },
     /// Check JSON files offline, as the service would (D38): the same schemas (with
     /// [validation] schema_dir from --config), the same rules and the same answer. Nothing

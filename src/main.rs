@@ -52,6 +52,7 @@ fn stdout_failed(e: &std::io::Error) -> ! {
 }
 
 mod commands;
+mod copies;
 
 use commands::{check_config, check_store, status_command, unexpected, validate};
 
@@ -83,7 +84,11 @@ fn exit_code(e: &anyhow::Error) -> ExitCode {
         };
         match start {
             Some(service::StartError::Queue { .. }) => return ExitCode::from(EXIT_STORE),
-            Some(service::StartError::Tls(_) | service::StartError::Schema(_)) => {
+            Some(
+                service::StartError::Tls(_)
+                | service::StartError::Schema(_)
+                | service::StartError::NotMoved { .. },
+            ) => {
                 return ExitCode::from(EXIT_CONFIG);
             }
             _ => {}
@@ -109,8 +114,15 @@ fn report(e: &anyhow::Error) -> String {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    if let Command::CheckStore { config } = &cli.command {
-        return check_store(config.as_deref());
+    match &cli.command {
+        Command::CheckStore {
+            file: Some(file), ..
+        } => return Ok(copies::check_copy(file)),
+        Command::CheckStore { config, file: None } => return check_store(config.as_deref()),
+        Command::Backup { config, file } => return copies::backup(config.as_deref(), file),
+        Command::Restore { config, file } => return copies::restore(config.as_deref(), file),
+        Command::MoveToPostgres { config } => return copies::move_to_postgres(config),
+        _ => {}
     }
     if let Command::Validate {
         interface,
@@ -222,7 +234,11 @@ fn operate(cli: Cli) -> anyhow::Result<()> {
                 other => unexpected(other),
             }
         }
-        Command::CheckStore { .. } | Command::Validate { .. } => Ok(()),
+        Command::CheckStore { .. }
+        | Command::Backup { .. }
+        | Command::Restore { .. }
+        | Command::MoveToPostgres { .. }
+        | Command::Validate { .. } => Ok(()),
         Command::Key {
             command:
                 KeyCommand::Generate {

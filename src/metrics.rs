@@ -48,6 +48,8 @@ pub struct Metrics {
     delivery_failures: Family<FailureLabels, Counter>,
     delivered: Family<InterfaceLabel, Counter>,
     paused: Family<InterfaceLabel, Gauge>,
+    oldest_pending: Family<InterfaceLabel, Gauge>,
+    ready: Gauge,
     /// Documents and records delivered since the last summary line (D44).
     since_summary: [std::sync::atomic::AtomicU64; 2],
 }
@@ -80,6 +82,8 @@ impl Default for Metrics {
             delivery_failures: Family::default(),
             delivered: Family::default(),
             paused: Family::default(),
+            oldest_pending: Family::default(),
+            ready: Gauge::default(),
             since_summary: Default::default(),
         };
         let r = &mut m.registry;
@@ -134,6 +138,18 @@ impl Default for Metrics {
             "delivery_paused",
             "1 while the platform refuses the configuration for the interface (D32)",
             m.paused.clone(),
+        );
+        r.register(
+            "queue_oldest_pending_age_seconds",
+            "Age of the oldest pending record of the interface, 0 when none is pending (the \
+             alert rules warn past an hour, D46)",
+            m.oldest_pending.clone(),
+        );
+        r.register(
+            "ready",
+            "1 when /readyz answers 200 (the queue takes a real write, has met no damage, the \
+             schemas are compiled), 0 otherwise",
+            m.ready.clone(),
         );
         r.register(
             "delivered_records",
@@ -213,10 +229,17 @@ impl Metrics {
         (take(documents), take(total))
     }
 
-    /// The text exposition, with the queue gauges read from `store` now.
-    pub fn render(&self, store: &dyn Store) -> String {
+    /// The text exposition, with the queue gauges read from `store` now and `ready`, what
+    /// `/readyz` says at this moment.
+    pub fn render(&self, store: &dyn Store, ready: bool) -> String {
+        self.ready.set(i64::from(ready));
+        let now_ms = crate::queue::now_ms();
         for iface in &INTERFACES {
             if let Ok(s) = store.stats(iface.id) {
+                let age_ms = s.oldest_pending_ms.map_or(0, |t| now_ms.saturating_sub(t));
+                self.oldest_pending
+                    .get_or_create(&label(iface.id))
+                    .set(i64::try_from(age_ms / 1000).unwrap_or(i64::MAX));
                 let states = [
                     ("pending", s.pending),
                     ("rejected", s.rejected),

@@ -54,6 +54,19 @@ pub enum StartError {
         /// Why.
         source: std::io::Error,
     },
+    /// The queue is in PostgreSQL, and the data directory still holds an embedded queue with
+    /// records never moved there (D45): they would be left behind unseen. Exit 78.
+    #[error(
+        "{path} holds {records} records in the embedded queue that were never moved to \
+         PostgreSQL; stop here and run `ap-intake move-to-postgres` (README: \"Moving to \
+         PostgreSQL\"), or set [storage] backend back to sqlite until they are delivered"
+    )]
+    NotMoved {
+        /// The embedded queue's file.
+        path: std::path::PathBuf,
+        /// Its undelivered records.
+        records: u64,
+    },
     /// The queue cannot be opened: held by another process, damaged (D29), in the old
     /// format (D28). The exit status says so (74).
     #[error("cannot open the queue in {path}: {source}")]
@@ -173,6 +186,27 @@ async fn open_store(config: &Config) -> Result<Arc<dyn Store>, StartError> {
         path: config.data_dir.clone(),
         source,
     })?;
+    if let crate::config::Backend::Postgres(_) = config.storage.backend {
+        let dir = config.data_dir.clone();
+        let left = tokio::task::spawn_blocking(move || queue::moving::left_behind(&dir))
+            .await
+            .unwrap_or_else(|e| Err(queue::StoreError::Internal(e.to_string())));
+        match left {
+            Ok(0) => {}
+            Ok(records) => {
+                return Err(StartError::NotMoved {
+                    path: config.data_dir.join(queue::sqlite::FILE_NAME),
+                    records,
+                });
+            }
+            Err(source) => {
+                return Err(StartError::Queue {
+                    path: config.data_dir.clone(),
+                    source,
+                });
+            }
+        }
+    }
     let (storage, dir) = (config.storage.clone(), config.data_dir.clone());
     let opened = tokio::task::spawn_blocking(move || queue::open(&storage, &dir, Mode::Serve))
         .await

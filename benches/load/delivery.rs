@@ -92,7 +92,6 @@ pub fn fill_in(store: &dyn Store, n: usize, label: &str, interfaces: usize) {
             .collect();
         store.upsert(&records, now_ms()).expect("upsert");
     }
-    store.close().expect("close");
     println!(
         "filled {n} records in {:.1} s",
         started.elapsed().as_secs_f64()

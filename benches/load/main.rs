@@ -7,6 +7,7 @@
 //! cargo bench --bench load -- memory [--concurrency C] [--body-mib M] [--rounds R] [--timeline]
 //! cargo bench --bench load -- hostile [--requests N]
 //! cargo bench --bench load -- floor [--rounds N] [--records N]
+//! cargo bench --bench load -- backup [--records N] [--concurrency C]
 //! ```
 //!
 //! `intake` starts the release binary on a loopback port, drives it from C keep-alive clients
@@ -20,6 +21,7 @@
     reason = "a benchmark stops loudly when its setup fails"
 )]
 
+mod backup;
 mod commits;
 mod cpu;
 mod delivery;
@@ -128,6 +130,13 @@ enum What {
         #[arg(long, default_value_t = 2000)]
         requests: usize,
     },
+    /// `ap-intake backup` of many pending records while clients keep sending (D45).
+    Backup {
+        #[arg(long, default_value_t = 1_000_000)]
+        records: usize,
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+    },
     /// What the machine allows without ap-intake: the disk's fsync latency, and SQLite alone
     /// storing GL-sized records durably at 1, 100 and 1,000 a commit.
     Floor {
@@ -225,6 +234,10 @@ fn main() {
             println!("delivery: {rate:.0} records/s");
         }
         What::Scale { records } => scale::run(dir.path(), records),
+        What::Backup {
+            records,
+            concurrency,
+        } => backup::run(&runtime, dir.path(), records, concurrency),
         What::Memory {
             concurrency,
             body_mib,

@@ -25,6 +25,13 @@ pub struct Ops {
     pub schemas: usize,
 }
 
+impl Ops {
+    /// Every interface's schema is compiled.
+    fn schemas_compiled(&self) -> bool {
+        self.schemas == crate::interfaces::INTERFACES.len()
+    }
+}
+
 fn json_reply(status: StatusCode, body: serde_json::Value) -> Response {
     let mut r = warp::reply::json(&body).into_response_with(status);
     r.headers_mut()
@@ -53,7 +60,7 @@ async fn ready(ops: Arc<Ops>) -> Response {
         Ok(Err(e)) => Err(e.to_string()),
         Err(e) => Err(e.to_string()),
     };
-    let schemas_ok = ops.schemas == crate::interfaces::INTERFACES.len();
+    let schemas_ok = ops.schemas_compiled();
     let body = json!({
         "status": if storage.is_ok() && schemas_ok { "ready" } else { "not ready" },
         "storage": storage.as_ref().map_or_else(|e| e.clone(), |()| "writable".into()),
@@ -68,10 +75,13 @@ async fn ready(ops: Arc<Ops>) -> Response {
 }
 
 async fn metrics(ops: Arc<Ops>) -> Response {
-    let store = Arc::clone(&ops.store);
-    let text = tokio::task::spawn_blocking(move || ops.metrics.render(store.as_ref()))
-        .await
-        .unwrap_or_default();
+    let text = tokio::task::spawn_blocking(move || {
+        // What /readyz would answer now, for the alert rules (D46).
+        let ready = ops.store.probe().is_ok() && ops.schemas_compiled();
+        ops.metrics.render(ops.store.as_ref(), ready)
+    })
+    .await
+    .unwrap_or_default();
     let mut r = Response::new(text.into());
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,

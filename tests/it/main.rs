@@ -13,6 +13,7 @@
 
 mod common;
 
+mod alerts;
 mod batches;
 mod binary;
 mod cli;

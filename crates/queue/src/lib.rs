@@ -28,6 +28,7 @@
 mod batch;
 pub mod codes;
 pub mod halt;
+pub mod moving;
 pub mod options;
 /// Queue keys (D15) are the core's: what a record's primary key is.
 pub use ap_intake_core::key;

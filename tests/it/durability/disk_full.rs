@@ -36,7 +36,7 @@ const RECORDS: usize = 10;
 const DESCRIPTION: usize = 3_900;
 
 /// A tmpfs mounted on a temp dir; unmounted (lazily if need be) when dropped.
-struct Tmpfs {
+pub(super) struct Tmpfs {
     dir: tempfile::TempDir,
 }
 
@@ -70,7 +70,7 @@ impl Tmpfs {
         Ok(fs)
     }
 
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         self.dir.path()
     }
 }
@@ -92,7 +92,7 @@ impl Drop for Tmpfs {
 
 /// Mounts the tmpfs of a test, or prints (past the test harness's capture) why the test is
 /// skipped.
-fn tmpfs_or_skip(test: &str, mib: u64) -> Option<Tmpfs> {
+pub(super) fn tmpfs_or_skip(test: &str, mib: u64) -> Option<Tmpfs> {
     match Tmpfs::mount(mib) {
         Ok(fs) => Some(fs),
         Err(why) => {

@@ -38,6 +38,7 @@
 //! (two on one host, cloned machines) never take or renew each other's leases. A store
 //! dropped cleanly releases its leases and its row; one killed leaves them to lapse.
 
+mod import;
 mod instance;
 mod read;
 mod store;

@@ -187,10 +187,15 @@ pub fn verify_file(data_dir: &Path) -> Result<Vec<String>, StoreError> {
     super::wal::write_back(&path)?;
     // Read-write so that a WAL left by a crash is recovered, as the service would.
     let conn = connect(&path, false).map_err(|e| error_at(&path, e))?;
-    header(&conn, &path)?;
-    let mut problems = integrity(&conn, "integrity_check(100)").map_err(|e| error_at(&path, e))?;
+    verify_open(&conn, &path)
+}
+
+/// The whole check of an open queue file at `path`: what `check-store` lists.
+pub(super) fn verify_open(conn: &Connection, path: &Path) -> Result<Vec<String>, StoreError> {
+    header(conn, path)?;
+    let mut problems = integrity(conn, "integrity_check(100)").map_err(|e| error_at(path, e))?;
     if problems.is_empty() {
-        problems.extend(read::audit(&conn).map_err(|e| error_at(&path, e))?);
+        problems.extend(read::audit(conn).map_err(|e| error_at(path, e))?);
     }
     Ok(problems)
 }

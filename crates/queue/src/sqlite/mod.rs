@@ -61,8 +61,10 @@
 //! because SQLite's last close checkpoints and removes the WAL, which may then hold the only
 //! copy of pages the kernel dropped (`super::halt`).
 
+pub mod backup;
 mod check;
 mod checkpoint;
+pub(crate) mod export;
 mod fault;
 mod lock;
 mod migrate;

@@ -207,7 +207,9 @@ pub(super) fn receipts(
         .collect()
 }
 
-fn lines(conn: &Connection, rid: i64) -> rusqlite::Result<Vec<ReceiptRecord>> {
+/// The lines a request's receipt holds, by index; a line written twice counts once, the
+/// later one.
+pub(super) fn stored_lines(conn: &Connection, rid: i64) -> rusqlite::Result<Vec<Line>> {
     let mut all = Vec::new();
     let head: Vec<u8> = conn
         .prepare_cached("SELECT lines FROM receipt WHERE rid = ?1")?
@@ -222,6 +224,11 @@ fn lines(conn: &Connection, rid: i64) -> rusqlite::Result<Vec<ReceiptRecord>> {
     all.reverse();
     all.sort_by_key(|l| l.index);
     all.dedup_by_key(|l| l.index);
+    Ok(all)
+}
+
+fn lines(conn: &Connection, rid: i64) -> rusqlite::Result<Vec<ReceiptRecord>> {
+    let all = stored_lines(conn, rid)?;
     let mut settled = conn
         .prepare_cached("SELECT state, at, reason FROM settled WHERE key = ?1 AND version = ?2")?;
     let mut item = conn.prepare_cached(
