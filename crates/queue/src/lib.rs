@@ -26,6 +26,7 @@
 )]
 
 mod batch;
+pub mod carried;
 pub mod codes;
 pub mod halt;
 pub mod moving;

@@ -2,8 +2,8 @@
 //! statement leaving alone what the cluster already holds as new or newer.
 
 use super::PostgresStore;
+use crate::carried::{Export, Exported, Moved};
 use crate::codes::KNOWN_STATES;
-use crate::moving::{Export, Exported, Moved};
 use crate::{State, StoreError};
 use postgres::Transaction;
 use std::collections::HashMap;

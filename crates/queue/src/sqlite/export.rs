@@ -2,7 +2,7 @@
 //! moved. Both hold the data directory's lock: the service must be stopped.
 
 use super::{FILE_NAME, check, connect, error_at, lock, receipts};
-use crate::moving::{Export, Exported, ExportedReceipt, ExportedSettled};
+use crate::carried::{Export, Exported, ExportedReceipt, ExportedSettled};
 use crate::{Backoff, StoreError};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use std::path::Path;
