@@ -2,6 +2,7 @@
 //! statement leaving alone what the cluster already holds as new or newer.
 
 use super::PostgresStore;
+use super::write::{ms, next_versions};
 use crate::carried::{Export, Exported, Moved};
 use crate::codes::KNOWN_STATES;
 use crate::{State, StoreError};
@@ -66,10 +67,6 @@ impl PostgresStore {
     }
 }
 
-fn ms(t: u64) -> i64 {
-    i64::try_from(t).unwrap_or(i64::MAX)
-}
-
 /// The items, each interface's line in its order: `seq` from the cluster's sequence in that
 /// order, and a queued time never below the one before it in the line (it went back only
 /// with the clock, D31), so the cluster's order, queued time then seq, is the embedded
@@ -78,16 +75,7 @@ fn items(tx: &mut Transaction<'_>, items: &[Exported]) -> Result<u64, postgres::
     let mut kept = 0u64;
     let mut last_queued: HashMap<&str, i64> = HashMap::new();
     for chunk in items.chunks(CHUNK) {
-        let n = i64::try_from(chunk.len()).unwrap_or(i64::MAX);
-        let mut seqs: Vec<i64> = tx
-            .query(
-                "SELECT nextval('item_version') FROM generate_series(1, $1::bigint)",
-                &[&n],
-            )?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        seqs.sort_unstable();
+        let seqs = next_versions(tx, chunk.len())?;
         let queued: Vec<i64> = chunk
             .iter()
             .map(|i| {

@@ -6,12 +6,30 @@ use crate::{Backoff, NewRecord, Sent, State};
 use postgres::{Client, GenericClient, Transaction};
 use std::collections::HashMap;
 
-fn ms(t: u64) -> i64 {
+pub(super) fn ms(t: u64) -> i64 {
     i64::try_from(t).unwrap_or(i64::MAX)
 }
 
 pub(super) fn now() -> i64 {
     ms(crate::now_ms())
+}
+
+/// `n` new versions from the store-wide sequence, in ascending order.
+pub(super) fn next_versions(
+    tx: &mut Transaction<'_>,
+    n: usize,
+) -> Result<Vec<i64>, postgres::Error> {
+    let n = i64::try_from(n).unwrap_or(i64::MAX);
+    let mut versions: Vec<i64> = tx
+        .query(
+            "SELECT nextval('item_version') FROM generate_series(1, $1::bigint)",
+            &[&n],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    versions.sort_unstable();
+    Ok(versions)
 }
 
 /// Stores records as pending (D16), in one statement: a pending key keeps its place in the
@@ -26,16 +44,7 @@ pub(super) fn upsert(
     if records.is_empty() {
         return Ok(());
     }
-    let n = i64::try_from(records.len()).unwrap_or(i64::MAX);
-    let mut versions: Vec<i64> = tx
-        .query(
-            "SELECT nextval('item_version') FROM generate_series(1, $1::bigint)",
-            &[&n],
-        )?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    versions.sort_unstable();
+    let versions = next_versions(tx, records.len())?;
     // The last record of each key, in key order: one row per key in the statement (a key
     // twice would fail it) and the same lock order on every node (no deadlock).
     let mut last: HashMap<&[u8], usize> = HashMap::new();
