@@ -25,8 +25,9 @@ use tokio::task::JoinHandle;
 pub const DELIVERY_STOP_DEADLINE: Duration = Duration::from_secs(10);
 
 /// After a failed flush, how long the answers in flight (503 now) may take to go out before
-/// the process exits (D40).
-pub const HALT_GRACE: Duration = Duration::from_secs(2);
+/// the process exits (D40): the requests already taken in, and those whose connection was
+/// (`http::conn::STOP_GRACE`), are answered well within it.
+pub const HALT_GRACE: Duration = Duration::from_millis(600);
 
 /// Why a running service stopped with an error.
 #[derive(Debug, thiserror::Error)]

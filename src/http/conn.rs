@@ -118,15 +118,54 @@ where
     let started = Instant::now();
     let mut wire = Wire::new(io);
     let timeout = serving.settings.header_timeout;
-    match tokio::time::timeout(timeout, preface(&mut wire)).await {
-        Ok(Ok(true)) => serve_h2(wire, serving, started).await,
-        Ok(Ok(false)) => super::h1::serve(wire, serving, started).await,
-        Ok(Err(e)) => {
+    let mut stop = serving.stop.clone();
+    match until(preface(&mut wire), started + timeout, &mut stop).await {
+        Waited::Came(Ok(true)) => serve_h2(wire, serving, started).await,
+        Waited::Came(Ok(false)) => super::h1::serve(wire, serving, started).await,
+        Waited::Came(Err(e)) => {
             tracing::debug!(peer = %serving.peer, error = %e, "connection failed before a request arrived");
         }
-        Err(_) => {
+        Waited::TimedOut => {
             early::header_timeout(wire.io_mut(), serving.peer, timeout, serving.edge).await;
         }
+        Waited::Stopped => {}
+    }
+}
+
+/// How long a connection taken in before the server stopped may still take to send its
+/// request: enough for one already on its way, which then gets its answer (503 from a halted
+/// store, D40; served as usual at a clean stop) instead of a closed connection.
+pub(super) const STOP_GRACE: Duration = Duration::from_millis(250);
+
+/// What waiting for the start of a request came to.
+pub(super) enum Waited<T> {
+    /// It came.
+    Came(T),
+    /// Not by the header timeout.
+    TimedOut,
+    /// Not within [`STOP_GRACE`] of the server's stop.
+    Stopped,
+}
+
+/// Awaits `start` (a request's first bytes or head) until `deadline`, and once the server
+/// stops, for at most [`STOP_GRACE`] more.
+pub(super) async fn until<F: Future>(
+    start: F,
+    deadline: Instant,
+    stop: &mut watch::Receiver<bool>,
+) -> Waited<F::Output> {
+    tokio::pin!(start);
+    tokio::select! {
+        came = tokio::time::timeout_at(deadline, &mut start) => {
+            return came.map_or(Waited::TimedOut, Waited::Came);
+        }
+        _ = stop.wait_for(|stop| *stop) => {}
+    }
+    let grace = Instant::now() + STOP_GRACE;
+    match tokio::time::timeout_at(deadline.min(grace), start).await {
+        Ok(came) => Waited::Came(came),
+        Err(_) if deadline <= grace => Waited::TimedOut,
+        Err(_) => Waited::Stopped,
     }
 }
 

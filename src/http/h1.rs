@@ -5,7 +5,7 @@
 //! connection closed. One hyper connection serves the requests that pass, kept alive as the
 //! client, hyper and the routes say.
 
-use super::conn::{Routes, Serving, tracked};
+use super::conn::{Routes, Serving, Waited, tracked, until};
 use super::early;
 use super::idle::Activity;
 use super::message::{Message, Stop};
@@ -25,17 +25,20 @@ where
     let (peer, edge, timeout) = (serving.peer, serving.edge, serving.settings.header_timeout);
     let mut wait = HeadWait::default();
     let first = std::future::poll_fn(|cx| wire.poll_head(cx, &mut wait));
-    let waited = tokio::select! {
-        waited = tokio::time::timeout_at(started + timeout, first) => waited,
-        _ = serving.stop.wait_for(|stop| *stop) => return,
-    };
-    let (len, framing) = match waited {
+    let (len, framing) = match until(first, started + timeout, &mut serving.stop).await {
         // As hyper does: a first request whose head does not come in time gets 408.
-        Err(_) => return early::header_timeout(wire.io_mut(), peer, timeout, edge).await,
-        Ok(Next::Ended) => return,
-        Ok(Next::Refused(r)) => return early::refuse(wire.io_mut(), &r, peer, edge, started).await,
-        Ok(Next::Head { len, framing }) => (len, framing),
+        Waited::TimedOut => {
+            return early::header_timeout(wire.io_mut(), peer, timeout, edge).await;
+        }
+        Waited::Stopped | Waited::Came(Next::Ended) => return,
+        Waited::Came(Next::Refused(r)) => {
+            return early::refuse(wire.io_mut(), &r, peer, edge, started).await;
+        }
+        Waited::Came(Next::Head { len, framing }) => (len, framing),
     };
+    // A request that came after the stop is served alone: hyper's graceful shutdown would
+    // close a connection it has not begun to read.
+    let stopping = *serving.stop.borrow();
     let judged = Arc::new(AtomicUsize::new(0));
     let message = Message::new(wire, len, framing, timeout, Arc::clone(&judged));
     let activity = Activity::new(started);
@@ -45,8 +48,9 @@ where
         .half_close(true)
         // The header timeout is the early look's, for every request (`message.rs`).
         .header_read_timeout(None)
+        .keep_alive(!stopping)
         .serve_connection(TokioIo::new(message), service);
-    let mut closing = false;
+    let mut closing = stopping;
     let result = loop {
         let polled = std::future::poll_fn(|cx| conn.poll_without_shutdown(cx));
         tokio::select! {

@@ -115,17 +115,9 @@ pub async fn serve<T>(
     let slots = Arc::new(Semaphore::new(max_connections));
     // Each connection holds a receiver: the sender learns when the last one has ended.
     let (stop, _) = watch::channel(false);
-    tokio::pin!(shutdown);
-    loop {
-        let ((stream, peer), slot) = tokio::select! {
-            accepted = accept(&listener, &slots) => match accepted {
-                Some(accepted) => accepted,
-                None => break,
-            },
-            () = &mut shutdown => break,
-        };
+    let spawn = |stream, peer: std::net::SocketAddr, slot| {
         let Some(admitted) = peers.admit(peer.ip()) else {
-            continue; // dropping the stream closes it; the slot is free again
+            return; // dropping the stream closes it; the slot is free again
         };
         let service = TowerToHyperService::new(routes.clone());
         let stop = stop.subscribe();
@@ -141,8 +133,25 @@ pub async fn serve<T>(
             conn::serve(stream, serving).await;
             drop((admitted, slot));
         });
+    };
+    tokio::pin!(shutdown);
+    loop {
+        let ((stream, peer), slot) = tokio::select! {
+            accepted = accept(&listener, &slots) => match accepted {
+                Some(accepted) => accepted,
+                None => break,
+            },
+            () = &mut shutdown => break,
+        };
+        spawn(stream, peer, slot);
     }
-    drop(listener);
+    // Connections the kernel completed but this loop had not taken yet would be reset with
+    // the listener, their requests unanswered: they are taken in too (while slots last) and
+    // get the stop's grace like the others (D40: a halted service answers 503, it does not
+    // cut requests).
+    for (stream, peer, slot) in backlog(listener, &slots) {
+        spawn(stream, peer, slot);
+    }
     let _ = stop.send(true);
     if tokio::time::timeout(DRAIN_DEADLINE, stop.closed())
         .await
@@ -150,6 +159,35 @@ pub async fn serve<T>(
     {
         tracing::warn!("connections still open after the drain deadline; closing them");
     }
+}
+
+/// Closes `listener`, first taking every connection the kernel has completed for it, each
+/// with a free slot while there is one. Taken with accept(2) itself: tokio's `accept` might
+/// not have seen the readiness of the last ones yet.
+fn backlog(
+    listener: TcpListener,
+    slots: &Arc<Semaphore>,
+) -> Vec<(
+    tokio::net::TcpStream,
+    std::net::SocketAddr,
+    OwnedSemaphorePermit,
+)> {
+    let mut taken = Vec::new();
+    let Ok(listener) = listener.into_std() else {
+        return taken;
+    };
+    while let Ok(slot) = Arc::clone(slots).try_acquire_owned() {
+        let Ok((stream, peer)) = listener.accept() else {
+            break; // WouldBlock: none left
+        };
+        let stream = stream
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::TcpStream::from_std(stream));
+        if let Ok(stream) = stream {
+            taken.push((stream, peer, slot));
+        }
+    }
+    taken
 }
 
 /// A free slot, then the next connection; `None` when the slots are closed.

@@ -179,6 +179,9 @@ pub struct Load {
     pub acked: Arc<Mutex<BTreeSet<String>>>,
     /// 503s whose message says a flush failed (D40).
     pub flush_refusals: Arc<AtomicU64>,
+    /// Requests whose connection was taken in and then closed or reset without an answer
+    /// (a refused connection is no such request); the first few errors.
+    pub cut: Arc<Mutex<Vec<String>>>,
     /// Milliseconds each client waits between requests (0: as fast as answered).
     pause_ms: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
@@ -191,6 +194,7 @@ impl Load {
             addr: Arc::new(Mutex::new(addr)),
             acked: Arc::default(),
             flush_refusals: Arc::default(),
+            cut: Arc::default(),
             pause_ms: Arc::default(),
             stop: Arc::default(),
             clients: Vec::new(),
@@ -200,10 +204,11 @@ impl Load {
     }
 
     fn client(&self, c: usize) -> std::thread::JoinHandle<()> {
-        let (addr, acked, refusals) = (
+        let (addr, acked, refusals, cut) = (
             Arc::clone(&self.addr),
             Arc::clone(&self.acked),
             Arc::clone(&self.flush_refusals),
+            Arc::clone(&self.cut),
         );
         let (pause, stop) = (Arc::clone(&self.pause_ms), Arc::clone(&self.stop));
         std::thread::spawn(move || {
@@ -221,6 +226,10 @@ impl Load {
                     202 => acked.lock().unwrap().extend(codes),
                     503 if r.text.contains("flush") => {
                         refusals.fetch_add(1, Ordering::Relaxed);
+                    }
+                    0 if !r.text.contains("Connection refused") => {
+                        cut.lock().unwrap().push(r.text);
+                        std::thread::sleep(Duration::from_millis(20));
                     }
                     // Stopping or stopped: nothing acknowledged, try again shortly.
                     0 | 503 => std::thread::sleep(Duration::from_millis(20)),

@@ -2,9 +2,9 @@
 //! fsync and fdatasync of the queue's files with EIO the way Linux does: the pages a failed
 //! flush covered are marked clean unwritten, the next flush succeeds without them, and a
 //! power cut takes them back. In each case four clients load the service and a flush fails:
-//! the service must exit 74 at once, acknowledging nothing after it. Then kill -9 (should it
-//! still run), the power cut, a restart on a sound disk: every record answered 202 must
-//! reach the platform.
+//! the service must answer every request it took in (503) and exit 74 at once, acknowledging
+//! nothing after the failure. Then kill -9 (should it still run), the power cut, a restart on
+//! a sound disk: every record answered 202 must reach the platform.
 //!
 //! Before D40 the service retried a failed flush and went on acknowledging; with a flush of
 //! its own failing, the cases below lost acknowledged records or left a store that refused to
@@ -57,6 +57,7 @@ fn one_failed_flush(target: &str, pause: Duration) {
     let refusals = load
         .flush_refusals
         .load(std::sync::atomic::Ordering::Relaxed);
+    let unanswered = std::mem::take(&mut *load.cut.lock().unwrap());
     let acked = load.stop();
     let cut = trial.power_cut();
     eprintln!(
@@ -87,6 +88,14 @@ fn one_failed_flush(target: &str, pause: Duration) {
             "the requests waiting on the failed commit got 503 saying so"
         );
     }
+    // D40: every request the service took in is answered (503) before it exits; only
+    // connections after its exit are refused.
+    assert!(
+        unanswered.is_empty(),
+        "{} request(s) cut without an answer after a failed {target}: {:?}",
+        unanswered.len(),
+        some(&unanswered)
+    );
 }
 
 #[test]
