@@ -6,11 +6,9 @@
 //! [`super::idle`] (D26).
 
 use super::early;
-use super::head;
 use super::idle::{Activity, Tracked};
 use super::wire::Wire;
 use super::{ConnInfo, Edge};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -39,9 +37,6 @@ pub struct ConnSettings {
     pub max_connections_per_ip: usize,
 }
 
-/// HTTP/2 header lists have the bound of an HTTP/1 head's fields (D42).
-const H2_MAX_HEADER_LIST: usize = head::MAX_HEADER_BLOCK;
-
 /// How an HTTP/2 connection starts (RFC 9113 section 3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -50,15 +45,21 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// would otherwise keep it open.
 const GOAWAY_GRACE: Duration = Duration::from_secs(1);
 
-/// The routes as hyper drives them over one connection.
+/// The routes as a connection drives them: hyper on HTTP/1, `h2.rs` on HTTP/2.
 pub trait Routes:
     hyper::service::Service<
         http::Request<hyper::body::Incoming>,
         Response = warp::reply::Response,
         Error = std::convert::Infallible,
         Future: Send + 'static,
+    > + hyper::service::Service<
+        http::Request<super::h2::RequestBody>,
+        Response = warp::reply::Response,
+        Error = std::convert::Infallible,
+        Future: Send + 'static,
     > + Clone
     + Send
+    + Sync
     + Unpin
     + 'static
 {
@@ -70,8 +71,14 @@ impl<T> Routes for T where
             Response = warp::reply::Response,
             Error = std::convert::Infallible,
             Future: Send + 'static,
+        > + hyper::service::Service<
+            http::Request<super::h2::RequestBody>,
+            Response = warp::reply::Response,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
         > + Clone
         + Send
+        + Sync
         + Unpin
         + 'static
 {
@@ -186,26 +193,18 @@ async fn preface<IO: AsyncRead + Unpin>(wire: &mut Wire<IO>) -> io::Result<bool>
     }
 }
 
-/// HTTP/2: hyper's server, closed when no request has been in flight for the header timeout.
+/// HTTP/2 (`h2.rs`), closed when no request has been in flight for the header timeout.
 async fn serve_h2<IO, S>(wire: Wire<IO>, serving: Serving<'_, S>, started: Instant)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: Routes,
 {
     let settings = serving.settings;
-    let streams = settings.max_streams_per_connection;
     let activity = Activity::new(started);
     let service = tracked(serving.service, serving.peer, Arc::clone(&activity), None);
-    let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(streams)
-        // Streams opened and reset before they are served count against the connection, so
-        // a rapid-reset client cannot queue work without bound.
-        .max_pending_accept_reset_streams(usize::try_from(streams).unwrap_or(usize::MAX))
-        .max_header_list_size(u32::try_from(H2_MAX_HEADER_LIST).unwrap_or(u32::MAX))
-        .serve_connection(TokioIo::new(wire), service);
+    let conn = super::h2::Connection::new(wire, service, settings.max_streams_per_connection);
     let idle = Some((activity.as_ref(), settings.header_timeout));
-    let shut_down = |c: Pin<&mut _>| hyper::server::conn::http2::Connection::graceful_shutdown(c);
+    let shut_down = |c: Pin<&mut super::h2::Connection<_, _>>| c.get_mut().graceful_shutdown();
     if let Err(e) = drive(conn, shut_down, serving.stop, idle, started).await {
         tracing::debug!(peer = %serving.peer, error = %e, "connection ended with an error");
     }
@@ -237,21 +236,36 @@ pub(super) type Call = Pin<
 /// counted in flight until its response body is dropped. A request whose target is not a path
 /// (`CONNECT host:port`, `OPTIONS *`, `GET http://host`) reaches them with the target `*`,
 /// or `/` for an absolute URI without a path, so no route needs to know those forms.
-pub(super) fn tracked<S: Routes>(
+pub(super) fn tracked<B, S>(
     service: S,
     peer: SocketAddr,
     activity: Arc<Activity>,
     judged: Option<Arc<AtomicUsize>>,
 ) -> impl hyper::service::Service<
-    http::Request<hyper::body::Incoming>,
+    http::Request<B>,
     Response = http::Response<Tracked<WarpBody>>,
     Error = std::convert::Infallible,
     Future = Call,
-> + Send
+> + Clone
++ Send
++ Sync
 + Unpin
-+ 'static {
-    let calls = AtomicUsize::new(0);
-    hyper::service::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
++ 'static
+where
+    B: hyper::body::Body + 'static,
+    S: hyper::service::Service<
+            http::Request<B>,
+            Response = warp::reply::Response,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + Unpin
+        + 'static,
+{
+    let calls = Arc::new(AtomicUsize::new(0));
+    hyper::service::service_fn(move |mut req: http::Request<B>| {
         let info = ConnInfo {
             peer,
             http1: req.version() < http::Version::HTTP_2,

@@ -6,7 +6,8 @@
 //! this loop (and `conn.rs`) owns the socket: TLS, the per-address and total caps, timeouts
 //! before hyper has a request (`early.rs`, `idle.rs`, D26), and the early look at every HTTP/1
 //! request head before hyper reads it (`h1.rs`, `head.rs`, `wire.rs`, `message.rs`, D42);
-//! hyper owns HTTP/1 and HTTP/2 framing (bodies, chunks, streams); the warp filter in
+//! hyper owns HTTP/1 framing (bodies, chunks) and the h2 crate HTTP/2's (streams; `h2.rs`
+//! serves them, since hyper's server never answers `Expect: 100-continue`); the warp filter in
 //! `routes.rs` owns what a request means (path, method, key, media type, body, D3-D5). The
 //! admin listener (`ops.rs`) runs through the same loop with its own routes.
 
@@ -17,6 +18,7 @@ pub mod conn;
 pub mod console;
 mod early;
 mod h1;
+mod h2;
 pub mod head;
 pub mod idle;
 pub mod ids;

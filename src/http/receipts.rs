@@ -35,7 +35,7 @@ async fn lookup(
     headers: &HeaderMap,
 ) -> Result<Receipt, ApiError> {
     if method != Method::GET && method != Method::HEAD {
-        return Err(ApiError::MethodNotAllowed(method.to_string(), "GET"));
+        return Err(ApiError::MethodNotAllowed(method.to_string(), "GET, HEAD"));
     }
     let presented = headers.get("x-api-key").map(HeaderValue::as_bytes);
     let key = app

@@ -57,6 +57,10 @@ pub enum ApiError {
     Intake(#[from] IntakeError),
 }
 
+/// The challenge of a 401 (D20): the key goes in the `x-api-key` header.
+pub const API_KEY_CHALLENGE: HeaderValue =
+    HeaderValue::from_static(r#"ApiKey realm="ap-intake", header="x-api-key""#);
+
 /// The common response body (spec "Common response body", D3, D4).
 #[derive(Serialize)]
 struct Body<'a> {
@@ -239,6 +243,12 @@ impl ApiError {
                 if let Ok(v) = HeaderValue::from_str(&secs) {
                     r.headers_mut().insert(header::RETRY_AFTER, v);
                 }
+            }
+            // RFC 9110 section 15.5.2: every 401 names how to authenticate; a client with
+            // an authenticator set (Java's HttpClient behind a proxy) refuses one without.
+            Self::Denied(Denied::Missing | Denied::Invalid) => {
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, API_KEY_CHALLENGE);
             }
             Self::MethodNotAllowed(_, allowed) => {
                 r.headers_mut()

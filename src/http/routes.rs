@@ -286,13 +286,21 @@ async fn submit(
 }
 
 /// Reads and drops the rest of a body left unread by an early answer, when it is small
-/// enough; false when the connection should close instead.
+/// enough; false when the connection should close instead. A client that expects
+/// `100 Continue` holds its body back: reading it would send the 100 and then wait for a
+/// body the answer made pointless, so the answer goes at once and the connection closes
+/// (RFC 9110 section 10.1.1).
 async fn drained(
     state: BodyState,
     headers: &HeaderMap,
     body: &mut (impl Stream<Item = Result<impl Buf, warp::Error>> + Unpin + Send),
 ) -> bool {
+    let expects_continue = headers
+        .get_all(header::EXPECT)
+        .iter()
+        .any(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     if state == BodyState::Partial
+        || expects_continue
         || declared_length(headers).is_some_and(|n| n > DRAIN_LIMIT as u64)
     {
         return false;

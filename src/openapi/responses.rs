@@ -31,8 +31,15 @@ pub fn headers() -> Value {
             "schema": {"type": "integer", "minimum": 1}
         },
         "Allow": {
-            "description": "The method the path takes: POST, or GET for receipts.",
+            "description": "The methods the path takes: POST, or GET and HEAD for receipts \
+                            and the console.",
             "schema": {"type": "string"}
+        },
+        "WWWAuthenticate": {
+            "description": "How to authenticate (RFC 9110 section 15.5.2): the key in the \
+                            x-api-key header.",
+            "schema": {"type": "string", "example": crate::http::reply::API_KEY_CHALLENGE
+                .to_str().unwrap_or_default()}
         }
     })
 }
@@ -221,7 +228,7 @@ fn unauthorized() -> Value {
             ("missing", "No key", auth_failure(Denied::Missing)),
             ("invalid", "Unknown key", auth_failure(Denied::Invalid)),
         ],
-        &[],
+        &["WWW-Authenticate"],
     )
 }
 

@@ -4,6 +4,7 @@
 //! are closed after the header timeout, streams per connection and connections per address
 //! are capped, and the connection cap counts connections in their TLS handshake and preface.
 
+mod expect;
 pub mod wire;
 
 use crate::common::*;

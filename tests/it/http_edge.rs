@@ -290,6 +290,11 @@ fn auth_failures_have_exactly_status_and_message() {
     for (headers, status) in cases {
         let r = app.post_with("/vendor-data/v1", &gl_body(), &headers);
         assert_eq!(r.status, status, "{headers:?}");
+        // RFC 9110 section 15.5.2: a 401 carries a challenge (Java's HttpClient with an
+        // authenticator set fails without one); a 403 none.
+        let challenge =
+            (status == 401).then_some(r#"ApiKey realm="ap-intake", header="x-api-key""#);
+        assert_eq!(r.header("www-authenticate"), challenge, "{headers:?}");
         let b = r.json();
         let keys: Vec<&String> = b.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["status", "message"], "D4: {}", r.text);

@@ -29,6 +29,7 @@ mod interfaces;
 mod logs;
 mod openapi;
 mod ops;
+mod outside;
 mod platform_network;
 mod queue;
 mod receipts;

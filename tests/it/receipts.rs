@@ -621,8 +621,9 @@ fn d38_an_unknown_id_gets_404() {
     assert_short_failure(&r, 404, &no_receipt_message(&"x".repeat(64)));
 }
 
-/// D38, D5: `/requests/<id>` takes GET only: POST (and DELETE) are 405 with `Allow: GET`
-/// and the short body, and leave the receipt as it was.
+/// D38, D5: `/requests/<id>` takes GET and HEAD: POST (and DELETE) are 405 with
+/// `Allow: GET, HEAD` and the short body, and leave the receipt as it was; HEAD answers as GET
+/// does, without the body.
 #[test]
 fn d38_post_to_a_receipt_is_405() {
     let app = TestApp::start();
@@ -632,16 +633,24 @@ fn d38_post_to_a_receipt_is_405() {
         "{}",
         &[("x-api-key", KEY), ("Content-Type", "application/json")],
     );
-    assert_short_failure(&r, 405, "method POST is not allowed; use GET");
-    assert_eq!(r.header("allow"), Some("GET"), "{r:?}");
+    assert_short_failure(&r, 405, "method POST is not allowed; use GET, HEAD");
+    assert_eq!(r.header("allow"), Some("GET, HEAD"), "{r:?}");
     let mut resp = agent()
         .delete(&app.url(&format!("/requests/{id}")))
         .header("x-api-key", KEY)
         .call()
         .unwrap();
     let r = reply_of(&mut resp);
-    assert_short_failure(&r, 405, "method DELETE is not allowed; use GET");
-    assert_eq!(r.header("allow"), Some("GET"), "{r:?}");
+    assert_short_failure(&r, 405, "method DELETE is not allowed; use GET, HEAD");
+    assert_eq!(r.header("allow"), Some("GET, HEAD"), "{r:?}");
+    let mut resp = agent()
+        .head(&app.url(&format!("/requests/{id}")))
+        .header("x-api-key", KEY)
+        .call()
+        .unwrap();
+    let r = reply_of(&mut resp);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.text, "", "HEAD has no body");
     assert_eq!(states(&receipt(&app, &id)), expect(&[("M1", "pending")]));
 }
 

@@ -113,7 +113,7 @@ impl Pki {
     }
 }
 
-fn tls_table(cert: &Path, key: &Path, extra: &str) -> String {
+pub(crate) fn tls_table(cert: &Path, key: &Path, extra: &str) -> String {
     format!(
         "[server.tls]\ncert = '{}'\nkey = '{}'\n{extra}",
         cert.display(),
@@ -142,7 +142,7 @@ fn tls_config_text(data_dir: &Path, server_keys: &str, tls: &str) -> String {
 }
 
 /// Starts the service in-process with `[server.tls]` = `tls` and extra `[server]` keys.
-fn start_tls(server_keys: &str, tls: &str) -> TestApp {
+pub(crate) fn start_tls(server_keys: &str, tls: &str) -> TestApp {
     let dir = tempfile::tempdir().unwrap();
     let text = tls_config_text(&dir.path().join("data"), server_keys, tls);
     let config = Config::parse(&text, Path::new("t.toml"))

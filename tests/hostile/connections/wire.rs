@@ -328,3 +328,71 @@ pub fn literal(block: &mut Vec<u8>, name: &str, value: &str) {
     block.push(value.len() as u8);
     block.extend_from_slice(value.as_bytes());
 }
+
+/// Reads the `:status` of the HEADERS frames of answers, as much of HPACK as that needs: the
+/// static table's statuses, literals of the `:status` name (raw or Huffman digits) and the
+/// dynamic table those literals fill.
+#[derive(Default)]
+pub struct Statuses {
+    /// Statuses the server added to the dynamic table, the newest first.
+    dynamic: Vec<u16>,
+}
+
+impl Statuses {
+    /// The `:status` of an answer's HEADERS frame (END_HEADERS, no padding or priority).
+    pub fn of(&mut self, frame: &Frame) -> u16 {
+        assert_eq!(frame.kind, HEADERS, "{frame:?}");
+        let block = &frame.payload;
+        let first = block[0];
+        if first & 0x80 != 0 {
+            let index = usize::from(first & 0x7f);
+            return match index {
+                8..=14 => [200, 204, 206, 304, 400, 404, 500][index - 8],
+                62.. => self.dynamic[index - 62],
+                _ => panic!("not a status: {block:?}"),
+            };
+        }
+        // A literal with the name `:status` (static index 8): indexed (0x48), not indexed
+        // (0x08) or never indexed (0x18).
+        assert!(matches!(first, 0x48 | 0x08 | 0x18), "{block:?}");
+        let (huffman, len) = (block[1] & 0x80 != 0, usize::from(block[1] & 0x7f));
+        let value = &block[2..2 + len];
+        let text = if huffman {
+            huffman_digits(value)
+        } else {
+            String::from_utf8(value.to_vec()).unwrap()
+        };
+        let status = text.parse().unwrap();
+        if first == 0x48 {
+            self.dynamic.insert(0, status);
+        }
+        status
+    }
+}
+
+/// Decodes HPACK Huffman code (RFC 7541 appendix B) made only of digits: '0' to '2' have
+/// 5-bit codes 00000 to 00010, '3' to '9' 6-bit codes 011001 to 011111; the rest is padding
+/// of ones.
+fn huffman_digits(bytes: &[u8]) -> String {
+    let bits: Vec<u8> = bytes
+        .iter()
+        .flat_map(|b| (0..8).rev().map(move |i| (b >> i) & 1))
+        .collect();
+    let value = |bits: &[u8]| bits.iter().fold(0u8, |v, b| v << 1 | b);
+    let mut text = String::new();
+    let mut at = 0;
+    while at + 5 <= bits.len() {
+        let five = value(&bits[at..at + 5]);
+        if five <= 2 {
+            text.push(char::from(b'0' + five));
+            at += 5;
+        } else if at + 6 <= bits.len() && (25..=31).contains(&value(&bits[at..at + 6])) {
+            text.push(char::from(b'3' + value(&bits[at..at + 6]) - 25));
+            at += 6;
+        } else {
+            break; // padding
+        }
+    }
+    assert!(bits[at..].iter().all(|b| *b == 1), "not digits: {bytes:?}");
+    text
+}
