@@ -231,7 +231,7 @@ impl Metrics {
 
     /// The text exposition, with the queue gauges read from `store` now and `ready`, what
     /// `/readyz` says at this moment.
-    pub fn render(&self, store: &dyn Store, ready: bool) -> String {
+    pub fn render(&self, store: &dyn Store, ready: bool, format: Format) -> String {
         self.ready.set(i64::from(ready));
         let now_ms = crate::queue::now_ms();
         for iface in &INTERFACES {
@@ -260,6 +260,113 @@ impl Metrics {
         }
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        match format {
+            Format::OpenMetrics => out,
+            Format::Text => text_format(&out),
+        }
+    }
+}
+
+/// The two exposition formats a scraper may ask for (`Accept`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// OpenMetrics 1.0, which Prometheus asks for first.
+    OpenMetrics,
+    /// The Prometheus text format 0.0.4, for everything else: `promtool check metrics`, older
+    /// scrapers, curl.
+    Text,
+}
+
+impl Format {
+    /// What an `Accept` header asks for: OpenMetrics when it rates
+    /// `application/openmetrics-text` above `text/plain`, the text format otherwise.
+    pub fn accepted(accept: Option<&str>) -> Self {
+        let rated = |media: &str| -> f32 {
+            accept
+                .unwrap_or_default()
+                .split(',')
+                .filter_map(|part| {
+                    let mut params = part.split(';');
+                    let name = params.next()?.trim();
+                    if !name.eq_ignore_ascii_case(media) {
+                        return None;
+                    }
+                    let q = params
+                        .filter_map(|p| p.trim().strip_prefix("q="))
+                        .find_map(|q| q.trim().parse::<f32>().ok());
+                    Some(q.unwrap_or(1.0))
+                })
+                .fold(0.0, f32::max)
+        };
+        let open = rated("application/openmetrics-text");
+        if open > 0.0 && open >= rated("text/plain") {
+            Self::OpenMetrics
+        } else {
+            Self::Text
+        }
+    }
+
+    /// The `Content-Type` of an answer in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Self::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Self::Text => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
+/// OpenMetrics text turned into the Prometheus text format: a counter's HELP and TYPE name its
+/// samples (`..._total`), and the OpenMetrics-only lines (`# UNIT`, `# EOF`) go.
+fn text_format(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len() + 64 * counters.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let described = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|tag| line.strip_prefix(tag).map(|rest| (tag, rest)));
+        if let Some((tag, rest)) = described {
+            let (name, text) = rest.split_once(' ').unwrap_or((rest, ""));
+            if counters.contains(name) && !name.ends_with("_total") {
+                out.push_str(&format!("{tag}{name}_total {text}\n"));
+                continue;
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Format;
+
+    #[test]
+    fn the_format_is_the_one_the_accept_header_rates_higher() {
+        let cases = [
+            (None, Format::Text),
+            (Some("*/*"), Format::Text),
+            (Some("text/plain; version=0.0.4"), Format::Text),
+            (Some("application/openmetrics-text; version=1.0.0"), Format::OpenMetrics),
+            (
+                Some("application/openmetrics-text;q=0.5, text/plain;q=0.9"),
+                Format::Text,
+            ),
+            (
+                Some("text/plain;q=0.5, Application/OpenMetrics-Text;version=1.0.0"),
+                Format::OpenMetrics,
+            ),
+            (Some("application/openmetrics-text;q=0"), Format::Text),
+        ];
+        for (accept, format) in cases {
+            assert_eq!(Format::accepted(accept), format, "{accept:?}");
+        }
     }
 }

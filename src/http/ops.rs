@@ -3,7 +3,7 @@
 //! connection loop and rules (`super::serve`: header timeout, connection caps, the early look
 //! of D42) with these routes.
 
-use crate::metrics::Metrics;
+use crate::metrics::{Format, Metrics};
 use crate::queue::Store;
 use http::{Method, StatusCode};
 use serde_json::json;
@@ -74,20 +74,21 @@ async fn ready(ops: Arc<Ops>) -> Response {
     json_reply(status, body)
 }
 
-async fn metrics(ops: Arc<Ops>) -> Response {
+/// The metrics in the format the scraper asks for (`Accept`): OpenMetrics for Prometheus,
+/// the text format 0.0.4 for everything else.
+async fn metrics(ops: Arc<Ops>, accept: Option<String>) -> Response {
+    let format = Format::accepted(accept.as_deref());
     let text = tokio::task::spawn_blocking(move || {
         // What /readyz would answer now, for the alert rules (D46).
         let ready = ops.store.probe().is_ok() && ops.schemas_compiled();
-        ops.metrics.render(ops.store.as_ref(), ready)
+        ops.metrics.render(ops.store.as_ref(), ready, format)
     })
     .await
     .unwrap_or_default();
     let mut r = Response::new(text.into());
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static(
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        ),
+        http::HeaderValue::from_static(format.content_type()),
     );
     r
 }
@@ -104,28 +105,36 @@ const ALLOW: &str = "GET, HEAD";
 pub fn routes(ops: Arc<Ops>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
     warp::method()
         .and(warp::path::full())
+        .and(warp::header::headers_cloned())
         .and(warp::any().map(move || Arc::clone(&ops)))
-        .then(|method: Method, path: FullPath, ops: Arc<Ops>| async move {
-            // `*` is a target without a path (`CONNECT host:port`, `OPTIONS *`, `conn.rs`).
-            let known = ["/healthz", "/readyz", "/metrics", "*"].contains(&path.as_str());
-            if known && method != Method::GET && method != Method::HEAD {
-                let message = format!("method {method} is not allowed; use {ALLOW}");
-                let mut r = json_reply(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    json!({"status": "FAILED", "message": message}),
-                );
-                r.headers_mut()
-                    .insert(http::header::ALLOW, http::HeaderValue::from_static(ALLOW));
-                return r;
-            }
-            match path.as_str() {
-                "/healthz" => json_reply(StatusCode::OK, json!({"status": "ok"})),
-                "/readyz" => ready(ops).await,
-                "/metrics" => metrics(ops).await,
-                _ => json_reply(
-                    StatusCode::NOT_FOUND,
-                    json!({"status": "FAILED", "message": "GET /healthz, /readyz or /metrics"}),
-                ),
-            }
-        })
+        .then(
+            |method: Method, path: FullPath, headers: http::HeaderMap, ops: Arc<Ops>| async move {
+                // `*` is a target without a path (`CONNECT host:port`, `OPTIONS *`, `conn.rs`).
+                let known = ["/healthz", "/readyz", "/metrics", "*"].contains(&path.as_str());
+                if known && method != Method::GET && method != Method::HEAD {
+                    let message = format!("method {method} is not allowed; use {ALLOW}");
+                    let mut r = json_reply(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        json!({"status": "FAILED", "message": message}),
+                    );
+                    r.headers_mut()
+                        .insert(http::header::ALLOW, http::HeaderValue::from_static(ALLOW));
+                    return r;
+                }
+                match path.as_str() {
+                    "/healthz" => json_reply(StatusCode::OK, json!({"status": "ok"})),
+                    "/readyz" => ready(ops).await,
+                    "/metrics" => {
+                        let accept = headers
+                            .get(http::header::ACCEPT)
+                            .and_then(|v| v.to_str().ok());
+                        metrics(ops, accept.map(str::to_string)).await
+                    }
+                    _ => json_reply(
+                        StatusCode::NOT_FOUND,
+                        json!({"status": "FAILED", "message": "GET /healthz, /readyz or /metrics"}),
+                    ),
+                }
+            },
+        )
 }

@@ -150,10 +150,10 @@ fn healthz_readyz_and_metrics() {
     wait_for(Duration::from_secs(10), || {
         let m = get(&app.ops_url("/metrics"));
         assert_eq!(m.status, 200);
-        assert!(
-            m.header("content-type")
-                .unwrap()
-                .contains("openmetrics-text")
+        // A scraper that does not ask for OpenMetrics gets the text format (alerts.rs).
+        assert_eq!(
+            m.header("content-type"),
+            Some("text/plain; version=0.0.4; charset=utf-8")
         );
         text = m.text;
         text.contains(r#"ap_intake_delivery_failures_total{interface="general-ledger-codes-v1",kind="retry"}"#)
