@@ -354,7 +354,10 @@ mod tests {
             (None, Format::Text),
             (Some("*/*"), Format::Text),
             (Some("text/plain; version=0.0.4"), Format::Text),
-            (Some("application/openmetrics-text; version=1.0.0"), Format::OpenMetrics),
+            (
+                Some("application/openmetrics-text; version=1.0.0"),
+                Format::OpenMetrics,
+            ),
             (
                 Some("application/openmetrics-text;q=0.5, text/plain;q=0.9"),
                 Format::Text,

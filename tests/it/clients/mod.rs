@@ -10,6 +10,7 @@
 //! - `typescript.rs`: openapi-typescript (every documented example type-checks under
 //!   `tsc --strict`) and a script on openapi-fetch, compiled and run.
 
+mod lint;
 mod python;
 mod typescript;
 
