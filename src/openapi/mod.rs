@@ -125,10 +125,10 @@ fn drop_unused_components(doc: &mut Value) {
     }
     let mut reached: std::collections::HashSet<String> = std::collections::HashSet::new();
     while let Some(r) = wanted.pop() {
-        if reached.insert(r.to_string()) {
-            if let Some(part) = doc.pointer(r.trim_start_matches('#')) {
-                refs(part, &mut wanted);
-            }
+        if reached.insert(r.to_string())
+            && let Some(part) = doc.pointer(r.trim_start_matches('#'))
+        {
+            refs(part, &mut wanted);
         }
     }
     let Some(components) = doc.get_mut("components").and_then(Value::as_object_mut) else {

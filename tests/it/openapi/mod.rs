@@ -493,8 +493,15 @@ fn the_key_scheme_is_described_except_in_sandbox() {
     assert_eq!(doc["security"], json!([{}]));
     assert!(doc["components"].get("securitySchemes").is_none());
     // Nor the parts only those answers use (linters flag unused components).
-    for part in ["responses/Unauthorized", "responses/Forbidden", "schemas/AuthFailure"] {
-        assert!(doc["components"].pointer(&format!("/{part}")).is_none(), "{part}");
+    for part in [
+        "responses/Unauthorized",
+        "responses/Forbidden",
+        "schemas/AuthFailure",
+    ] {
+        assert!(
+            doc["components"].pointer(&format!("/{part}")).is_none(),
+            "{part}"
+        );
     }
     let text = doc["paths"].to_string();
     for code in ["401", "403", "429"] {
