@@ -108,6 +108,7 @@ impl Reloader {
                     max_connections: _,
                     max_connections_per_ip: _,
                     max_streams_per_connection: _,
+                    trusted_proxies: _,
                 },
             log:
                 Log {
@@ -215,6 +216,7 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
         max_connections,
         max_connections_per_ip,
         max_streams_per_connection,
+        trusted_proxies,
     } = server;
     let a = &old.server;
     differs("server.listen", a.listen != *listen);
@@ -238,6 +240,10 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
     differs(
         "server.max_streams_per_connection",
         a.max_streams_per_connection != *max_streams_per_connection,
+    );
+    differs(
+        "server.trusted_proxies",
+        a.trusted_proxies != *trusted_proxies,
     );
     // The certificate and key are applied; whether there is TLS at all is not.
     differs(

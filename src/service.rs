@@ -305,12 +305,16 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     ));
     let ops_addr = ops_listener.as_ref().map(|(_, a)| *a);
     let delivered = Arc::clone(&metrics);
+    let trusted_proxies = Arc::new(crate::http::forwarded::TrustedProxies::new(
+        config.server.trusted_proxies.clone(),
+    ));
     let settings = |tls| ConnSettings {
         tls,
         handshake_timeout: config.server.handshake_timeout,
         header_timeout: config.server.header_timeout,
         max_streams_per_connection: config.server.max_streams_per_connection,
         max_connections_per_ip: config.server.max_connections_per_ip,
+        trusted_proxies: Arc::clone(&trusted_proxies),
     };
     let edge = |metrics| Edge {
         request_ids: RequestIds::default(),

@@ -192,6 +192,7 @@ impl Config {
                 max_connections: 1024,
                 max_connections_per_ip: server::DEFAULT_MAX_CONNECTIONS_PER_IP,
                 max_streams_per_connection: server::DEFAULT_MAX_STREAMS_PER_CONNECTION,
+                trusted_proxies: Vec::new(),
             },
             admin: Admin {
                 listen: Some(SocketAddr::from(([127, 0, 0, 1], 9090))),

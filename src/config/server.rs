@@ -18,6 +18,7 @@ pub(super) struct RawServer {
     max_connections: Option<usize>,
     max_connections_per_ip: Option<usize>,
     max_streams_per_connection: Option<u32>,
+    trusted_proxies: Option<Vec<String>>,
     tls: Option<RawTls>,
 }
 
@@ -74,6 +75,9 @@ pub struct Server {
     pub max_connections_per_ip: usize,
     /// Most concurrent HTTP/2 streams on one connection (D26).
     pub max_streams_per_connection: u32,
+    /// Reverse proxies whose `Forwarded` or `X-Forwarded-For` names the client: addresses
+    /// and networks. Their own connections are not capped per address.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 /// Connections one client address may hold when the config does not say (D26).
@@ -139,6 +143,12 @@ impl RawServer {
             Some(n) => n,
             None => DEFAULT_MAX_STREAMS_PER_CONNECTION,
         };
+        let trusted_proxies = self
+            .trusted_proxies
+            .unwrap_or_default()
+            .iter()
+            .map(|p| proxy(p))
+            .collect::<Result<_, _>>()?;
         Ok(Server {
             listen,
             tls,
@@ -148,8 +158,25 @@ impl RawServer {
             max_connections,
             max_connections_per_ip,
             max_streams_per_connection,
+            trusted_proxies,
         })
     }
+}
+
+/// One entry of `trusted_proxies`: an address (`10.0.0.5`, `::1`) or a network
+/// (`10.0.0.0/24`).
+fn proxy(entry: &str) -> Result<ipnet::IpNet, KeyError> {
+    let entry = entry.trim();
+    entry
+        .parse::<ipnet::IpNet>()
+        .map(|net| net.trunc())
+        .or_else(|_| entry.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| {
+            (
+                "trusted_proxies",
+                format!("{entry:?} is not an address or a network such as \"10.0.0.0/24\""),
+            )
+        })
 }
 
 /// The per-address cap (D26): an explicit value above `max_connections` could never bind, so
@@ -317,4 +344,23 @@ pub enum RequestLines {
     All,
     /// None.
     Off,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::proxy;
+
+    #[test]
+    fn a_trusted_proxy_is_an_address_or_a_network() {
+        let shown = |e: &str| proxy(e).map(|n| n.to_string());
+        assert_eq!(shown("10.0.0.5").as_deref(), Ok("10.0.0.5/32"));
+        assert_eq!(shown(" 10.0.0.7/24 ").as_deref(), Ok("10.0.0.0/24"));
+        assert_eq!(shown("::1").as_deref(), Ok("::1/128"));
+        assert_eq!(shown("fd00::/8").as_deref(), Ok("fd00::/8"));
+        for bad in ["proxy.lan", "10.0.0.0/33", ""] {
+            let (key, why) = proxy(bad).unwrap_err();
+            assert_eq!(key, "trusted_proxies");
+            assert!(why.contains("is not an address or a network"), "{why}");
+        }
+    }
 }

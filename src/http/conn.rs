@@ -35,6 +35,8 @@ pub struct ConnSettings {
     pub max_streams_per_connection: u32,
     /// Most connections per client address (D26), enforced by the server loop.
     pub max_connections_per_ip: usize,
+    /// Reverse proxies that name the client (`[server] trusted_proxies`).
+    pub trusted_proxies: Arc<super::forwarded::TrustedProxies>,
 }
 
 /// How an HTTP/2 connection starts (RFC 9113 section 3.4).
@@ -201,7 +203,14 @@ where
 {
     let settings = serving.settings;
     let activity = Activity::new(started);
-    let service = tracked(serving.service, serving.peer, Arc::clone(&activity), None);
+    let trusted = Arc::clone(&settings.trusted_proxies);
+    let service = tracked(
+        serving.service,
+        serving.peer,
+        trusted,
+        Arc::clone(&activity),
+        None,
+    );
     let conn = super::h2::Connection::new(wire, service, settings.max_streams_per_connection);
     let idle = Some((activity.as_ref(), settings.header_timeout));
     let shut_down = |c: Pin<&mut super::h2::Connection<_, _>>| c.get_mut().graceful_shutdown();
@@ -232,13 +241,15 @@ pub(super) type Call = Pin<
     >,
 >;
 
-/// The routes with the client's address and protocol as a request extension, each request
+/// The routes with the peer's and the client's address and the protocol as a request
+/// extension, each request
 /// counted in flight until its response body is dropped. A request whose target is not a path
 /// (`CONNECT host:port`, `OPTIONS *`, `GET http://host`) reaches them with the target `*`,
 /// or `/` for an absolute URI without a path, so no route needs to know those forms.
 pub(super) fn tracked<B, S>(
     service: S,
     peer: SocketAddr,
+    trusted: Arc<super::forwarded::TrustedProxies>,
     activity: Arc<Activity>,
     judged: Option<Arc<AtomicUsize>>,
 ) -> impl hyper::service::Service<
@@ -268,6 +279,7 @@ where
     hyper::service::service_fn(move |mut req: http::Request<B>| {
         let info = ConnInfo {
             peer,
+            client: trusted.client(peer.ip(), req.headers()),
             http1: req.version() < http::Version::HTTP_2,
         };
         req.extensions_mut().insert(info);

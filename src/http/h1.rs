@@ -42,7 +42,14 @@ where
     let judged = Arc::new(AtomicUsize::new(0));
     let message = Message::new(wire, len, framing, timeout, Arc::clone(&judged));
     let activity = Activity::new(started);
-    let service = tracked(serving.service, peer, Arc::clone(&activity), Some(judged));
+    let trusted = Arc::clone(&serving.settings.trusted_proxies);
+    let service = tracked(
+        serving.service,
+        peer,
+        trusted,
+        Arc::clone(&activity),
+        Some(judged),
+    );
     let mut conn = hyper::server::conn::http1::Builder::new()
         // The client may half-close after its request; its answer still goes out (D26).
         .half_close(true)

@@ -17,6 +17,7 @@ mod chunked;
 pub mod conn;
 pub mod console;
 mod early;
+pub mod forwarded;
 mod h1;
 mod h2;
 pub mod head;
@@ -48,10 +49,25 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 /// What the connection knows about a request, handed to the routes as a request extension.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnInfo {
-    /// The client's address.
+    /// The connection's peer: the client, or a reverse proxy.
     pub peer: std::net::SocketAddr,
+    /// The client's address: the peer's, or behind a trusted proxy the one it names
+    /// (`forwarded.rs`). What is kept per address (log limits, D44) is kept per this.
+    pub client: std::net::IpAddr,
     /// HTTP/1.x (where `Connection: close` is meaningful), not HTTP/2.
     pub http1: bool,
+}
+
+impl ConnInfo {
+    /// The client as a log line names it: the peer's address and port, or the address a
+    /// trusted proxy named.
+    pub fn shown(&self) -> String {
+        if self.client == self.peer.ip().to_canonical() {
+            self.peer.to_string()
+        } else {
+            self.client.to_string()
+        }
+    }
 }
 
 /// What the handler needs, shared by all requests.
@@ -99,7 +115,7 @@ pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 /// counted from before its accept to its close, TLS handshake and HTTP/2 preface included;
 /// further ones wait in the listen queue. One client address holds at most
 /// `settings.max_connections_per_ip` of them; a further connection from it is closed at once
-/// (D26).
+/// (D26). A trusted reverse proxy is not capped so.
 pub async fn serve<T>(
     listener: TcpListener,
     routes: T,
@@ -118,8 +134,15 @@ pub async fn serve<T>(
     // Each connection holds a receiver: the sender learns when the last one has ended.
     let (stop, _) = watch::channel(false);
     let spawn = |stream, peer: std::net::SocketAddr, slot| {
-        let Some(admitted) = peers.admit(peer.ip()) else {
-            return; // dropping the stream closes it; the slot is free again
+        // A trusted proxy carries many clients on its connections: it is not capped per
+        // address (the slots still count it).
+        let admitted = if settings.trusted_proxies.trusts(peer.ip()) {
+            None
+        } else {
+            match peers.admit(peer.ip()) {
+                Some(admitted) => Some(admitted),
+                None => return, // dropping the stream closes it; the slot is free again
+            }
         };
         let service = TowerToHyperService::new(routes.clone());
         let stop = stop.subscribe();

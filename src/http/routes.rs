@@ -176,9 +176,8 @@ fn refused(
     let status = response.status().as_u16();
     app.metrics
         .request("-", status, 0, 0, started.elapsed().as_secs_f64());
-    let peer = conn.map(|c| c.peer);
-    if app.request_log.answered(status, peer.map(|p| p.ip())) {
-        let peer = peer.map_or_else(|| "-".to_string(), |p| p.to_string());
+    if app.request_log.answered(status, conn.map(|c| c.client)) {
+        let peer = conn.map_or_else(|| "-".to_string(), |c| c.shown());
         tracing::info!(request_id, peer, key = "-", interface = "-", status, %method, "request");
     }
     response
@@ -266,11 +265,10 @@ async fn submit(
     let elapsed = started.elapsed().as_secs_f64();
     app.metrics
         .request(interface, status, accepted, failed, elapsed);
-    let peer = conn.map(|c| c.peer);
-    if !app.request_log.answered(status, peer.map(|p| p.ip())) {
+    if !app.request_log.answered(status, conn.map(|c| c.client)) {
         return response;
     }
-    let peer = peer.map_or_else(|| "-".to_string(), |p| p.to_string());
+    let peer = conn.map_or_else(|| "-".to_string(), |c| c.shown());
     let latency_ms = format_args!("{:.3}", elapsed * 1000.0);
     match &result {
         Err(ApiError::Intake(crate::intake::IntakeError::Storage(e))) => tracing::error!(

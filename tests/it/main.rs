@@ -31,6 +31,7 @@ mod openapi;
 mod ops;
 mod outside;
 mod platform_network;
+mod proxy;
 mod queue;
 mod receipts;
 mod reload;
