@@ -79,10 +79,16 @@ fn exit_code(e: &anyhow::Error) -> ExitCode {
         let start = match cause.downcast_ref::<service::RunError>() {
             // D40: systemd starts the service again, and the store recovers from its WAL.
             Some(service::RunError::FlushFailed(_)) => return ExitCode::from(EXIT_STORE),
+            // Starting again would meet the same schema: the node needs upgrading first.
+            Some(service::RunError::Outdated { .. }) => return ExitCode::from(EXIT_CONFIG),
             Some(service::RunError::Start(e)) => Some(e),
             None => cause.downcast_ref::<service::StartError>(),
         };
         match start {
+            Some(service::StartError::Queue {
+                source: ap_intake::queue::StoreError::NewerSchema { .. },
+                ..
+            }) => return ExitCode::from(EXIT_CONFIG),
             Some(service::StartError::Queue { .. }) => return ExitCode::from(EXIT_STORE),
             Some(
                 service::StartError::Tls(_)

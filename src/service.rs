@@ -39,6 +39,18 @@ pub enum RunError {
     /// and the store recovers from its write-ahead log.
     #[error("stopped after a failed flush of the queue: {0}")]
     FlushFailed(String),
+    /// A newer node migrated the PostgreSQL queue's schema past what this version reads:
+    /// exit 78, so that systemd does not start it again until it is upgraded.
+    #[error(
+        "stopped: the queue database has schema {found}, migrated by a newer ap-intake; this \
+         version reads schema {reads}: upgrade this node (README, Upgrading a cluster)"
+    )]
+    Outdated {
+        /// The database's schema version.
+        found: i64,
+        /// The newest this version reads.
+        reads: i64,
+    },
 }
 
 /// Why the service could not start.
@@ -547,7 +559,12 @@ pub async fn run(config: Config, path: Option<std::path::PathBuf>) -> Result<(),
             why = &mut halted => {
                 notify(sd_notify::NotifyState::Stopping);
                 running.abandon().await;
-                return Err(RunError::FlushFailed(why));
+                return Err(match why {
+                    queue::Halted::FlushFailed(why) => RunError::FlushFailed(why),
+                    queue::Halted::NewerSchema { found, reads } => {
+                        RunError::Outdated { found, reads }
+                    }
+                });
             }
             Some(()) = reload => {
                 if let Some(reloader) = reloader.as_mut() {

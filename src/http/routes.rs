@@ -370,16 +370,12 @@ async fn accept(
         .checker()
         .check_query(iface, query)
         .map_err(crate::intake::IntakeError::from)?;
-    // D40: after a failed flush nothing more is stored, and the service is about to exit:
-    // the answer is 503 at once, without waiting for a body not worth reading.
+    // D40: after a failed flush (or a newer node's migration) nothing more is stored, and
+    // the service is about to exit: the answer is 503 at once, without waiting for a body
+    // not worth reading.
     if let Some(why) = app.store.halt().as_ref().and_then(|h| h.reason()) {
-        return Err(
-            crate::intake::IntakeError::Storage(crate::queue::StoreError::FlushFailed {
-                path: "the queue".to_string(),
-                detail: why.to_string(),
-            })
-            .into(),
-        );
+        let refused = why.error("the queue");
+        return Err(crate::intake::IntakeError::Storage(refused).into());
     }
     // Admission (D27): wait in line, holding nothing, for what a body of this length
     // ordinarily takes once parsed; one without a declared length starts small.

@@ -76,6 +76,7 @@ fn described(code: &str, text: &str) -> Value {
 
 mod moving;
 mod names;
+mod upgrade;
 
 #[test]
 fn d39_one_node_queues_delivers_and_keeps_receipts_on_postgres() {

@@ -40,7 +40,7 @@ pub mod sqlite;
 pub mod stop;
 pub mod writer;
 
-pub use halt::Halt;
+pub use halt::{Halt, Halted};
 pub use key::QueueKey;
 pub use pg::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -240,14 +240,14 @@ pub enum StoreError {
     /// The SQLite file cannot be opened or used as a queue.
     #[error("queue storage unavailable: {0}")]
     Engine(String),
-    /// The queue's file was written by a newer version, with a schema this one cannot read.
+    /// The queue (a file, or a PostgreSQL database) was written by a newer version, with a
+    /// schema this one cannot read; nothing is read or written.
     #[error(
-        "{path} has queue schema {version}; this version of ap-intake reads schema {reads} \
-         (run the version that wrote it until `ap-intake status` shows nothing pending, or \
-         move the file away)"
+        "{path} has queue schema {version}, written by a newer ap-intake; this version reads \
+         schema {reads}: upgrade it to the version that wrote it (README, Upgrading)"
     )]
     NewerSchema {
-        /// The file.
+        /// The file, or the database (its URL without the password).
         path: String,
         /// Its schema.
         version: i64,
@@ -370,8 +370,8 @@ pub trait Store: Send + Sync + 'static {
         Ok(Vec::new())
     }
 
-    /// The store's [`Halt`], for a store whose flushes can fail under it (D40); the service
-    /// stops when it trips.
+    /// The store's [`Halt`], for a store whose flushes can fail under it (D40) or whose
+    /// schema a newer node can migrate (PostgreSQL); the service stops when it trips.
     fn halt(&self) -> Option<Halt> {
         None
     }

@@ -88,6 +88,9 @@ pub struct PostgresStore {
     closed: AtomicBool,
     /// Per interface, where this instance's last batch ended (`read::lease`).
     cursors: Mutex<std::collections::HashMap<String, (i64, i64)>>,
+    /// Tripped when the heartbeat finds the schema migrated past [`SCHEMA_VERSION`] by a
+    /// newer node: every later call is refused, and the service stops (exit 78).
+    halt: crate::Halt,
 }
 
 impl PostgresStore {
@@ -123,14 +126,15 @@ impl PostgresStore {
             heartbeat: Mutex::new(None),
             closed: AtomicBool::new(false),
             cursors: Mutex::default(),
+            halt: crate::Halt::default(),
         };
         let found = store.with(migrate)?;
         if found > SCHEMA_VERSION {
-            return Err(StoreError::Database(format!(
-                "the queue database {} has schema {found}, written by a newer ap-intake; this \
-                 version reads schema {SCHEMA_VERSION}",
-                store.shown
-            )));
+            return Err(StoreError::NewerSchema {
+                path: format!("the queue database {}", store.shown),
+                version: found,
+                reads: SCHEMA_VERSION,
+            });
         }
         if mode == Mode::Serve {
             let swept = store.tx(write::sweep)?;
@@ -210,7 +214,15 @@ impl PostgresStore {
         if self.closed.load(Ordering::Acquire) {
             return Err(StoreError::Stopping);
         }
+        if let Some(why) = self.halt.reason() {
+            return Err(why.error(&format!("the queue database {}", self.shown)));
+        }
         self.on_connection(f)
+    }
+
+    /// The halt a newer node's migration trips (see [`PostgresStore::open`]).
+    pub(super) fn halt(&self) -> crate::Halt {
+        self.halt.clone()
     }
 
     /// [`crate::Store::close`]: no renewal after it, this instance's leases released at once
@@ -338,12 +350,7 @@ fn migrate(client: &mut Client) -> Result<i64, postgres::Error> {
          CREATE TABLE IF NOT EXISTS ap_intake.ap_intake_meta (name text PRIMARY KEY,
            value bigint NOT NULL);",
     )?;
-    let current: i64 = tx
-        .query_opt(
-            "SELECT value FROM ap_intake.ap_intake_meta WHERE name = 'schema_version'",
-            &[],
-        )?
-        .map_or(0, |r| r.get(0));
+    let current = schema_version(&mut tx)?;
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
         tx.batch_execute(sql)?;
         tx.execute(
@@ -372,6 +379,7 @@ impl Heartbeat {
             node: store.node.clone(),
             lease: store.lease,
             stop: stop.clone(),
+            halt: store.halt.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("queue-heartbeat".into())
@@ -400,6 +408,7 @@ struct Beat {
     node: String,
     lease: Duration,
     stop: crate::Stop,
+    halt: crate::Halt,
 }
 
 impl Beat {
@@ -411,11 +420,27 @@ impl Beat {
             if client.as_ref().is_none_or(Client::is_closed) {
                 client = connect(&self.config, self.tls.as_ref()).ok();
             }
-            if let Some(c) = client.as_mut()
-                && let Err(e) = instance::beat(c, &self.instance, &self.node, self.lease)
-            {
+            let Some(c) = client.as_mut() else { continue };
+            if let Err(e) = instance::beat(c, &self.instance, &self.node, self.lease) {
                 tracing::warn!(error = %chain(&e), "cannot renew this node's leases in the queue database");
+            }
+            // A newer node that started since may have migrated the schema: this node then
+            // knows too little to write (or read) safely, and stops.
+            if let Ok(found) = schema_version(c)
+                && found > SCHEMA_VERSION
+            {
+                self.halt.outdated(found, SCHEMA_VERSION);
             }
         }
     }
+}
+
+/// The schema version the database is at (0 before the first migration).
+fn schema_version(client: &mut impl postgres::GenericClient) -> Result<i64, postgres::Error> {
+    Ok(client
+        .query_opt(
+            "SELECT value FROM ap_intake.ap_intake_meta WHERE name = 'schema_version'",
+            &[],
+        )?
+        .map_or(0, |r| r.get(0)))
 }

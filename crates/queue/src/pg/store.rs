@@ -137,6 +137,10 @@ impl Store for PostgresStore {
         self.with(|c| read::receipts(c, request_id, api_key))
     }
 
+    fn halt(&self) -> Option<crate::Halt> {
+        Some(PostgresStore::halt(self))
+    }
+
     fn nodes(&self) -> Result<Vec<crate::Node>, StoreError> {
         self.with(instance::nodes)
     }

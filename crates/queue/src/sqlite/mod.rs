@@ -418,10 +418,7 @@ impl SqliteStore {
     fn halted(&self) -> Result<(), StoreError> {
         match self.halt.reason() {
             None => Ok(()),
-            Some(why) => Err(StoreError::FlushFailed {
-                path: self.path.display().to_string(),
-                detail: why.to_string(),
-            }),
+            Some(why) => Err(why.error(&self.path.display().to_string())),
         }
     }
 
