@@ -47,15 +47,10 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// would otherwise keep it open.
 const GOAWAY_GRACE: Duration = Duration::from_secs(1);
 
-/// The routes as a connection drives them: hyper on HTTP/1, `h2.rs` on HTTP/2.
-pub trait Routes:
+/// The routes as a service of requests whose bodies are `B`.
+pub trait RoutesFor<B>:
     hyper::service::Service<
-        http::Request<hyper::body::Incoming>,
-        Response = warp::reply::Response,
-        Error = std::convert::Infallible,
-        Future: Send + 'static,
-    > + hyper::service::Service<
-        http::Request<super::h2::RequestBody>,
+        http::Request<B>,
         Response = warp::reply::Response,
         Error = std::convert::Infallible,
         Future: Send + 'static,
@@ -67,14 +62,9 @@ pub trait Routes:
 {
 }
 
-impl<T> Routes for T where
+impl<B, T> RoutesFor<B> for T where
     T: hyper::service::Service<
-            http::Request<hyper::body::Incoming>,
-            Response = warp::reply::Response,
-            Error = std::convert::Infallible,
-            Future: Send + 'static,
-        > + hyper::service::Service<
-            http::Request<super::h2::RequestBody>,
+            http::Request<B>,
             Response = warp::reply::Response,
             Error = std::convert::Infallible,
             Future: Send + 'static,
@@ -85,6 +75,11 @@ impl<T> Routes for T where
         + 'static
 {
 }
+
+/// The routes as a connection drives them: hyper on HTTP/1, `h2.rs` on HTTP/2.
+pub trait Routes: RoutesFor<hyper::body::Incoming> + RoutesFor<super::h2::RequestBody> {}
+
+impl<T> Routes for T where T: RoutesFor<hyper::body::Incoming> + RoutesFor<super::h2::RequestBody> {}
 
 /// What one connection is served with.
 pub struct Serving<'a, S> {
@@ -264,16 +259,7 @@ pub(super) fn tracked<B, S>(
 + 'static
 where
     B: hyper::body::Body + 'static,
-    S: hyper::service::Service<
-            http::Request<B>,
-            Response = warp::reply::Response,
-            Error = std::convert::Infallible,
-            Future: Send + 'static,
-        > + Clone
-        + Send
-        + Sync
-        + Unpin
-        + 'static,
+    S: RoutesFor<B>,
 {
     let calls = Arc::new(AtomicUsize::new(0));
     hyper::service::service_fn(move |mut req: http::Request<B>| {
