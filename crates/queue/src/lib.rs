@@ -309,9 +309,11 @@ pub trait Store: Send + Sync + 'static {
     fn get(&self, key: &QueueKey) -> Result<Option<Item>, StoreError>;
 
     /// Up to `limit` pending items of an interface, oldest first: in the order their keys
-    /// were queued (a resent pending key keeps its place, D16). SQLite keeps that order
+    /// were queued (a resent pending key keeps its place, D16; a requeued one goes back to
+    /// its place, and is taken before anything queued after it). SQLite keeps that order
     /// whatever the wall clock does (D31); PostgreSQL orders by the queued time, then the
-    /// order of queueing.
+    /// order of queueing, and takes an item another node put back behind this process's last
+    /// batch (its requeue, its lapsed lease) within `lease_secs` (ARCHITECTURE.md).
     ///
     /// The items are leased to this store (D39, D41): until it settles them, its lease
     /// lapses or it is dropped, no other store on the same queue gets them, whatever its node
@@ -325,6 +327,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Removes delivered items whose version is still the one sent, and counts them; a key
     /// replaced meanwhile stays pending for another delivery (D18). Returns how many went.
+    /// Like `failed` and `reject`, it settles only what this store holds (or nobody does): an
+    /// item another store took after this one's lease lapsed is the holder's to settle (D41).
     fn delivered(&self, sent: &[Sent]) -> Result<usize, StoreError>;
 
     /// Counts a failed attempt on the items still at the version sent.
@@ -378,7 +382,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// One step of forgetting receipts of requests received before `before_ms`, and what
     /// the queue kept for them, in one transaction: at most [`codes::PRUNE_REQUESTS`]
-    /// receipts and [`codes::PRUNE_SETTLED`] settled rows, the oldest first. How many rows
+    /// receipts and [`codes::PRUNE_SETTLED`] settled rows, the oldest first (by when the
+    /// request was received, and when the version was settled). How many rows
     /// went; 0 when nothing older is left. [`receipt::prune`] runs the steps.
     fn prune_step(&self, before_ms: u64) -> Result<usize, StoreError>;
 }

@@ -7,6 +7,7 @@ use ap_intake::queue::{
 use std::path::Path;
 
 mod batches;
+mod contract;
 mod damaged;
 mod delivery;
 mod leases;

@@ -86,8 +86,9 @@ pub struct PostgresStore {
     heartbeat: Mutex<Option<Heartbeat>>,
     /// Set by [`crate::Store::close`]: every later call is refused.
     closed: AtomicBool,
-    /// Per interface, where this instance's last batch ended (`read::lease`).
-    cursors: Mutex<std::collections::HashMap<String, (i64, i64)>>,
+    /// Per interface, where this instance's last delivered batch ended (`read::lease`), and
+    /// since when the cursor has run without a look at the whole line.
+    cursors: Mutex<std::collections::HashMap<String, ((i64, i64), std::time::Instant)>>,
     /// Tripped when the heartbeat finds the schema migrated past [`SCHEMA_VERSION`] by a
     /// newer node: every later call is refused, and the service stops (exit 78).
     halt: crate::Halt,
@@ -167,19 +168,34 @@ impl PostgresStore {
         }
     }
 
+    /// Where this instance's next batch of `interface` starts looking: after its last
+    /// delivered one, for at most a lease period. An item can come back behind it only from
+    /// another node (its requeue, or its lease that lapsed); a look at the whole line once a
+    /// lease period takes such an item within `lease_secs`, as a lapsed lease promises (D39).
+    /// This process's own requeues and failed batches forget the cursors at once.
     fn cursor(&self, interface: &str) -> Option<(i64, i64)> {
-        self.cursors.lock().ok()?.get(interface).copied()
+        let mut cursors = self.cursors.lock().ok()?;
+        match cursors.get(interface) {
+            Some((_, since)) if since.elapsed() >= self.lease => {
+                cursors.remove(interface);
+                None
+            }
+            Some((place, _)) => Some(*place),
+            None => None,
+        }
     }
 
     /// The line up to `place` is delivered: later batches start after it.
     fn advance_cursor(&self, interface: &str, place: (i64, i64)) {
         if let Ok(mut c) = self.cursors.lock() {
-            let at = c.entry(interface.to_string()).or_insert(place);
-            *at = (*at).max(place);
+            let at = c
+                .entry(interface.to_string())
+                .or_insert((place, std::time::Instant::now()));
+            at.0 = at.0.max(place);
         }
     }
 
-    fn forget_cursors(&self) {
+    pub(super) fn forget_cursors(&self) {
         if let Ok(mut c) = self.cursors.lock() {
             c.clear();
         }

@@ -219,7 +219,7 @@ pub(super) fn prune_step(
     let before = i64::try_from(before_ms).unwrap_or(i64::MAX);
     let rids: Vec<i64> = tx
         .query(
-            "SELECT rid FROM receipt WHERE received_at < $1 LIMIT $2",
+            "SELECT rid FROM receipt WHERE received_at < $1 ORDER BY received_at, rid LIMIT $2",
             &[&before, &PRUNE_REQUESTS],
         )?
         .iter()
@@ -229,7 +229,7 @@ pub(super) fn prune_step(
     tx.execute("DELETE FROM receipt WHERE rid = ANY($1)", &[&rids])?;
     let settled = tx.execute(
         "DELETE FROM settled WHERE (key, version) IN
-           (SELECT key, version FROM settled WHERE at < $1 LIMIT $2)",
+           (SELECT key, version FROM settled WHERE at < $1 ORDER BY at LIMIT $2)",
         &[&before, &PRUNE_SETTLED],
     )?;
     Ok(rids.len() + usize::try_from(settled).unwrap_or(0))

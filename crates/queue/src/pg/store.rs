@@ -35,7 +35,8 @@ impl Store for PostgresStore {
 
     /// The next batch, leased to this process (D39, D41): after where the last delivered one
     /// ended, then, when that runs short, from the start of the line up to there (a resend
-    /// keeps its place, D16; a failed batch forgets the cursors, so it is retried first).
+    /// keeps its place, D16; a failed batch and a requeue forget the cursors, so they are
+    /// taken first; see `PostgresStore::cursor`).
     fn take(&self, interface: &str, limit: usize) -> Result<Vec<(QueueKey, Item)>, StoreError> {
         const START: (i64, i64) = (i64::MIN, i64::MIN);
         const END: (i64, i64) = (i64::MAX, i64::MAX);
@@ -89,11 +90,16 @@ impl Store for PostgresStore {
     }
 
     fn reject(&self, sent: &Sent, error: &str) -> Result<bool, StoreError> {
-        self.tx(|tx| write::reject(tx, sent, error))
+        self.tx(|tx| write::reject(tx, sent, error, &self.instance))
     }
 
+    /// Back at its place in the line, which the next batch reads from the start (D18).
     fn requeue(&self, key: &QueueKey) -> Result<bool, StoreError> {
-        self.tx(|tx| write::requeue(tx, key.as_bytes()))
+        let back = self.tx(|tx| write::requeue(tx, key.as_bytes()))?;
+        if back {
+            self.forget_cursors();
+        }
+        Ok(back)
     }
 
     fn discard(&self, key: &QueueKey) -> Result<bool, StoreError> {

@@ -194,8 +194,9 @@ pub(super) type Gone = (i64, (i64, i64));
 
 /// Removes delivered items still at the version sent and counts them; every version sent is
 /// noted as delivered for its receipt (D38); this instance's leases on the keys end (D41).
-/// Returns,
-/// per interface, how many went and the place in the line of the last of them.
+/// Fenced: a key another instance has taken since (this one's lease lapsed) is left to it,
+/// item and receipt alike, so that what the holder's platform says is the item's state.
+/// Returns, per interface, how many went and the place in the line of the last of them.
 pub(super) fn delivered(
     tx: &mut Transaction<'_>,
     sent: &[Sent],
@@ -205,8 +206,9 @@ pub(super) fn delivered(
     let gone = tx.query(
         "DELETE FROM item i USING unnest($1::bytea[], $2::bigint[]) AS s(key, version)
          WHERE i.key = s.key AND i.version = s.version AND i.state = 0
+           AND (i.lease_instance IS NULL OR i.lease_instance = $3)
          RETURNING i.interface, i.queued_at, i.seq",
-        &[&keys, &vers],
+        &[&keys, &vers, &instance],
     )?;
     let mut counts: HashMap<String, Gone> = HashMap::new();
     for row in &gone {
@@ -225,8 +227,10 @@ pub(super) fn delivered(
     tx.execute(
         "INSERT INTO settled (key, version, state, at)
          SELECT key, version, $4, $3 FROM unnest($1::bytea[], $2::bigint[]) AS s(key, version)
+         WHERE NOT EXISTS (SELECT 1 FROM item i WHERE i.key = s.key
+                             AND i.lease_instance IS NOT NULL AND i.lease_instance <> $5)
          ON CONFLICT (key, version) DO UPDATE SET state = $4, at = excluded.at, reason = NULL",
-        &[&keys, &vers, &now(), &SETTLED_DELIVERED],
+        &[&keys, &vers, &now(), &SETTLED_DELIVERED, &instance],
     )?;
     tx.execute(
         "UPDATE item SET lease_instance = NULL, lease_until = NULL
@@ -256,18 +260,21 @@ pub(super) fn failed(
     Ok(())
 }
 
-/// Parks an item the platform refused, if it is still pending at the version sent.
+/// Parks an item the platform refused, if it is still pending at the version sent, unless
+/// another instance has taken it since (fenced as [`failed`] is, D41).
 pub(super) fn reject(
     tx: &mut Transaction<'_>,
     sent: &Sent,
     error: &str,
+    instance: &str,
 ) -> Result<bool, postgres::Error> {
     let version = i64::try_from(sent.version).unwrap_or(-1);
     let n = tx.execute(
         "UPDATE item SET state = 1, attempts = attempts + 1, last_error = $3, state_at = $4,
            lease_instance = NULL, lease_until = NULL
-         WHERE key = $1 AND version = $2 AND state = 0",
-        &[&sent.key.as_bytes(), &version, &error, &now()],
+         WHERE key = $1 AND version = $2 AND state = 0
+           AND (lease_instance IS NULL OR lease_instance = $5)",
+        &[&sent.key.as_bytes(), &version, &error, &now(), &instance],
     )?;
     Ok(n > 0)
 }

@@ -38,7 +38,8 @@
 //! -- lines (index, key, version of each record) are one blob, not a row each:
 //! CREATE TABLE receipt (rid INTEGER PRIMARY KEY, request_id TEXT, api_key TEXT,
 //!                       nonce INTEGER, interface TEXT, received_at INTEGER,
-//!                       lines BLOB);       -- UNIQUE (request_id, api_key); rids grow with time
+//!                       lines BLOB);       -- UNIQUE (request_id, api_key); INDEX (received_at):
+//!                                          -- pruned oldest first
 //! CREATE TABLE receipt_more (rid, first, lines BLOB, PRIMARY KEY (rid, first)) WITHOUT ROWID;
 //!                                          -- lines of a large request's later transactions
 //! CREATE TABLE settled (key BLOB, version, state, at, reason,

@@ -15,6 +15,7 @@ pub(super) const SCHEMA: &str = "
     api_key TEXT NOT NULL, nonce INTEGER NOT NULL, interface TEXT NOT NULL,
     received_at INTEGER NOT NULL, lines BLOB NOT NULL);
   CREATE UNIQUE INDEX receipt_id ON receipt (request_id, api_key);
+  CREATE INDEX receipt_age ON receipt (received_at);
   CREATE TABLE receipt_more (rid INTEGER NOT NULL, first INTEGER NOT NULL,
     lines BLOB NOT NULL, PRIMARY KEY (rid, first)) WITHOUT ROWID;
   CREATE TABLE settled (key BLOB NOT NULL, version INTEGER NOT NULL,
@@ -269,22 +270,19 @@ fn lines(conn: &Connection, rid: i64) -> rusqlite::Result<Vec<ReceiptRecord>> {
 /// and stops at the first one still kept.
 pub(super) fn prune_step(tx: &Transaction<'_>, before_ms: u64) -> rusqlite::Result<usize> {
     let before = ms(before_ms);
-    let oldest: Vec<(i64, i64)> = tx
-        .prepare_cached("SELECT rid, received_at FROM receipt ORDER BY rid LIMIT ?1")?
-        .query_map(params![PRUNE_REQUESTS], |r| Ok((r.get(0)?, r.get(1)?)))?
+    let rids: Vec<i64> = tx
+        .prepare_cached(
+            "SELECT rid FROM receipt WHERE received_at < ?1 ORDER BY received_at, rid LIMIT ?2",
+        )?
+        .query_map(params![before, PRUNE_REQUESTS], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
-    let rids: Vec<i64> = oldest
-        .into_iter()
-        .take_while(|(_, at)| *at < before)
-        .map(|(rid, _)| rid)
-        .collect();
     for rid in &rids {
         forget(tx, *rid)?;
     }
     let settled = tx
         .prepare_cached(
             "DELETE FROM settled WHERE (key, version) IN
-               (SELECT key, version FROM settled WHERE at < ?1 LIMIT ?2)",
+               (SELECT key, version FROM settled WHERE at < ?1 ORDER BY at LIMIT ?2)",
         )?
         .execute(params![before, PRUNE_SETTLED])?;
     Ok(rids.len() + settled)

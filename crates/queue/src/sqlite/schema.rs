@@ -41,11 +41,12 @@ pub(super) fn is_blank(conn: &Connection) -> Result<bool, rusqlite::Error> {
     Ok(tables == 0 && id == 0)
 }
 
-/// Brings a queue of schema 1 to schema 2 (migrate.rs); a queue of schema 2 is left as it is.
+/// Brings a queue of schema 1 to schema 2 (migrate.rs), and gives one made before receipts
+/// were pruned oldest first its index on their age (an index older versions read past).
 pub(super) fn upgrade(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version == 1 {
         migrate::from_v1(conn)?;
     }
-    Ok(())
+    conn.execute_batch("CREATE INDEX IF NOT EXISTS receipt_age ON receipt (received_at)")
 }
