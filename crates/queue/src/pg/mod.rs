@@ -70,6 +70,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Idle connections kept for reuse.
 const POOL: usize = 8;
 
+/// A place in an interface's line (queued time, sequence), and since when a cursor there has
+/// run without a look at the whole line.
+type Cursor = ((i64, i64), std::time::Instant);
+
 /// The queue in a PostgreSQL database.
 pub struct PostgresStore {
     config: postgres::Config,
@@ -88,7 +92,7 @@ pub struct PostgresStore {
     closed: AtomicBool,
     /// Per interface, where this instance's last delivered batch ended (`read::lease`), and
     /// since when the cursor has run without a look at the whole line.
-    cursors: Mutex<std::collections::HashMap<String, ((i64, i64), std::time::Instant)>>,
+    cursors: Mutex<std::collections::HashMap<String, Cursor>>,
     /// Tripped when the heartbeat finds the schema migrated past [`SCHEMA_VERSION`] by a
     /// newer node: every later call is refused, and the service stops (exit 78).
     halt: crate::Halt,
