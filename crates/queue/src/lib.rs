@@ -356,10 +356,6 @@ pub trait Store: Send + Sync + 'static {
     /// What the store is and how it keeps data, in a line for the start-up log.
     fn describe(&self) -> String;
 
-    /// Every readable item, in key order (for inspection and tests; the delivery path uses
-    /// [`Store::take`], which quarantines what it cannot read).
-    fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError>;
-
     /// The receipts of the requests with this id (D38): only `api_key`'s when given (the
     /// HTTP endpoint), every key's otherwise (the operator's `status request`).
     fn receipts(

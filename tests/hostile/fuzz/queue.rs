@@ -6,6 +6,7 @@ use super::dec::Dec;
 use super::json::{J, Style};
 use super::oracle::ensure;
 use super::valid::resolve;
+use crate::common::Items;
 use crate::common::{TestApp, schema, xml_invalid};
 use ap_intake::shape::Shape;
 use quick_xml::events::Event;

@@ -3,6 +3,7 @@
 //! (fuzz/README.md).
 
 use super::oracle::documented;
+use crate::common::Items;
 use crate::common::{TestApp, post_path, xml_invalid};
 use ap_intake::interfaces::INTERFACES;
 use std::collections::BTreeMap;

@@ -5,6 +5,7 @@
 //! embedded queue behind unmoved (exit 78).
 
 use super::{FAST, WAIT};
+use crate::common::Items;
 use crate::common::pg::{TestDb, skipped};
 use crate::common::process::{Service, bin, wait_exit};
 use crate::common::receiver::{Receiver, ok};

@@ -13,7 +13,7 @@ pub mod warnings;
 
 use ap_intake::config::Config;
 use ap_intake::interfaces::{self, Interface};
-use ap_intake::queue::{Item, Mode, QueueKey, SqliteStore, Store};
+use ap_intake::queue::{Item, Mode, QueueKey, SqliteStore, State, Store, StoreError};
 use ap_intake::service::{self, Running};
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -473,4 +473,26 @@ pub fn status_of(app: &TestApp, iface: &str) -> Value {
     };
     let wire = ap_intake::status::wire::Report::from(&report);
     setup::entry(&serde_json::to_value(&wire).unwrap(), iface).clone()
+}
+
+/// Every readable item of a store, in key order: what a test looks at. Not a store operation:
+/// delivery takes batches (`Store::take`), status counts (`Store::stats`).
+pub trait Items {
+    /// The items, read key by key.
+    fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError>;
+}
+
+impl<S: Store + ?Sized> Items for S {
+    fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError> {
+        let mut items = Vec::new();
+        for state in State::ALL {
+            for key in self.keys(state, None)? {
+                if let Ok(Some(item)) = self.get(&key) {
+                    items.push((key, item));
+                }
+            }
+        }
+        items.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(items)
+    }
 }

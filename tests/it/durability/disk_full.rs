@@ -7,10 +7,10 @@
 //!
 //! Mounting needs root (CAP_SYS_ADMIN); without it the tests say why they are skipped and pass.
 
+use crate::common::Items;
 use crate::common::process::{Service, bin, post};
 use crate::common::receiver::{Receiver, gl_records, ok};
 use crate::common::{KEY, Reply, config_for, envelope, reopen};
-use ap_intake::queue::Store;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::fs::File;

@@ -2,6 +2,7 @@
 //! Every record of one upsert queued at one time is one group in the line; parts of it are
 //! delivered, resent, rejected and requeued independently.
 
+use crate::common::Items;
 use crate::store_suite::{AP, counts, each_backend, key, pending_keys, queue_invoices, sent};
 use ap_intake::queue::{QueueKey, Sent, State, Store};
 

@@ -1,5 +1,6 @@
 //! Delivery: what `take` hands out, and what `delivered` and `failed` do to a sent batch.
 
+use crate::common::Items;
 use crate::store_suite::{
     AP, a_batch_of_a_and_b_then_a_replaced, counts, each_backend, key, pending_keys, queue,
     queue_each, queue_invoices, sent, sorted, stored,

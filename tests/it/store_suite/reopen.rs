@@ -1,6 +1,7 @@
 //! Persistence: what a synced store holds after it is closed and opened again, and that a
 //! queue is held by one opener at a time.
 
+use crate::common::Items;
 use crate::store_suite::{
     AP, backoff, before_reopening, counts, each_backend, key, pending_keys, queue_each,
     queue_gl_codes, queue_invoices, sent, stored,

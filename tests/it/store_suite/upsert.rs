@@ -1,6 +1,7 @@
 //! `upsert`: what it stores, how a second one replaces the first, how keys stay apart, and how a
 //! key moves to the interface it was last sent through.
 
+use crate::common::Items;
 use crate::store_suite::{
     counts, each_backend, key, pending_keys, queue, queue_gl_codes, rec, sent, stored,
 };

@@ -114,12 +114,6 @@ pub(super) fn keys(
         .collect())
 }
 
-/// Every item, in key order.
-pub(super) fn all(c: &mut Client) -> Result<Vec<(QueueKey, Item)>, postgres::Error> {
-    let sql = format!("SELECT {COLUMNS} FROM item ORDER BY key");
-    Ok(c.query(&sql, &[])?.iter().map(item).collect())
-}
-
 /// The counts and retry state of one interface.
 pub(super) fn stats(c: &mut Client, interface: &str) -> Result<Stats, postgres::Error> {
     let row = c.query_one(

@@ -131,10 +131,6 @@ impl Store for PostgresStore {
         )
     }
 
-    fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError> {
-        self.with(read::all)
-    }
-
     fn receipts(
         &self,
         request_id: &str,

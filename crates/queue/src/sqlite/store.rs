@@ -119,11 +119,6 @@ impl Store for SqliteStore {
         }
     }
 
-    fn items(&self) -> Result<Vec<(QueueKey, Item)>, StoreError> {
-        let rows = self.read(read::all)?;
-        Ok(rows.into_iter().filter_map(Result::ok).collect())
-    }
-
     fn receipts(
         &self,
         request_id: &str,
