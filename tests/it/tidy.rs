@@ -358,3 +358,48 @@ fn the_path_readers_find_paths() {
     assert!(exists("queue/sqlite/mod.rs") && exists("http/routes.rs") && exists("wire.rs"));
     assert!(!exists("nothing.rs") && !exists("http/intake.rs"));
 }
+
+/// The engine files' code (comments and `#[cfg(test)]` modules left out), each with its path.
+fn engine_code() -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    for engine in ["crates/queue/src/sqlite", "crates/queue/src/pg"] {
+        for entry in std::fs::read_dir(root().join(engine)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let code: String = text
+                .split("#[cfg(test)]")
+                .next()
+                .unwrap()
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            out.push((path, code));
+        }
+    }
+    out
+}
+
+/// Issue 46: what the stored state numbers mean is written once, in `queue/codes.rs`; the
+/// engines' SQL says `pending!()`, `parked!()`, ... (or binds `State::code`), never a number.
+#[test]
+fn engine_sql_names_no_state_number_of_its_own() {
+    let literal = regex::Regex::new(
+        r"(?i)\bstate\s*(=|!=|<>)\s*\d|\bstate\s+(not\s+)?in\s*\(\s*\d|\bstate\s*=\s*'\d",
+    )
+    .unwrap();
+    let mut found = Vec::new();
+    for (path, code) in engine_code() {
+        for m in literal.find_iter(&code) {
+            found.push(format!("{}: {}", path.display(), m.as_str()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "state numbers written in engine SQL (use queue/codes.rs):\n{}",
+        found.join("\n")
+    );
+}

@@ -35,8 +35,52 @@ impl State {
     }
 }
 
+// The codes as SQL text, for statements written whole at compile time
+// (`concat!("... WHERE state = ", pending!())`): a statement uses a partial index only when it
+// names the index's condition literally, and a cached statement is keyed by its text. The
+// engines write no state number of their own (`tests/it/tidy.rs` fails on one), and the test
+// below ties each to its `State`.
+
+/// `item.state` of a pending item, as SQL text.
+macro_rules! pending {
+    () => {
+        "0"
+    };
+}
+/// `item.state` of a rejected item, as SQL text.
+macro_rules! rejected {
+    () => {
+        "1"
+    };
+}
+/// `item.state` of a quarantined item, as SQL text.
+macro_rules! quarantined {
+    () => {
+        "2"
+    };
+}
+/// The parked states (rejected, quarantined) as an SQL list.
+macro_rules! parked {
+    () => {
+        "(1, 2)"
+    };
+}
+/// Every state as an SQL list: a row whose state is not in it is damaged.
+macro_rules! known_states {
+    () => {
+        "(0, 1, 2)"
+    };
+}
+/// What the `last_error` of a quarantined item starts with.
+macro_rules! quarantined_prefix {
+    () => {
+        "quarantined: "
+    };
+}
+pub(crate) use {known_states, parked, pending, quarantined, quarantined_prefix, rejected};
+
 /// The SQL list of every state code, `(0, 1, 2)`: a row whose state is not in it is damaged.
-pub const KNOWN_STATES: &str = "(0, 1, 2)";
+pub const KNOWN_STATES: &str = known_states!();
 
 /// Why a row with an unknown state code is quarantined (D29); its `last_error` is this after
 /// `quarantined: `.
@@ -44,9 +88,30 @@ pub fn unknown_state(shown: &str) -> String {
     format!("unknown state {shown}")
 }
 
+/// The `last_error` of an item quarantined for `why` (D29).
+pub fn quarantined_because(why: &str) -> String {
+    format!("{}{why}", quarantined_prefix!())
+}
+
+/// The reason a version dropped by an operator leaves in its receipt (D38): the item's last
+/// error, and that it was dropped.
+pub fn dropped_because(last_error: Option<&str>) -> String {
+    format!("{}; dropped by an operator", last_error.unwrap_or("-"))
+}
+
 /// `settled.state` of a delivered version. A version an operator dropped keeps the code of
 /// the state it was dropped from (rejected, quarantined).
 pub const SETTLED_DELIVERED: i16 = 3;
+
+/// A time in unix milliseconds as the engines store it (a signed 64-bit integer).
+pub fn stored_ms(t: u64) -> i64 {
+    i64::try_from(t).unwrap_or(i64::MAX)
+}
+
+/// Now, as the engines store a time.
+pub fn stored_now() -> i64 {
+    stored_ms(crate::now_ms())
+}
 
 /// Receipts of at most this many requests go in one pruning step, so that pruning a busy
 /// week never holds the writer (or a PostgreSQL transaction) long.
@@ -107,6 +172,23 @@ pub fn receipt_line(facts: LineFacts) -> (ReceiptState, Option<u64>, Option<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_codes_in_sql_are_the_states_codes() {
+        assert_eq!(pending!(), State::Pending.code().to_string());
+        assert_eq!(rejected!(), State::Rejected.code().to_string());
+        assert_eq!(quarantined!(), State::Quarantined.code().to_string());
+        let parked = format!(
+            "({}, {})",
+            State::Rejected.code(),
+            State::Quarantined.code()
+        );
+        assert_eq!(parked!(), parked);
+        assert_eq!(
+            quarantined_because("x"),
+            format!("{}x", quarantined_prefix!())
+        );
+    }
 
     #[test]
     fn every_state_reads_back_from_its_code_and_no_other_code_is_a_state() {

@@ -2,9 +2,10 @@
 //! statement leaving alone what the cluster already holds as new or newer.
 
 use super::PostgresStore;
-use super::write::{ms, next_versions};
+use super::write::next_versions;
 use crate::carried::{Export, Exported, Moved};
 use crate::codes::KNOWN_STATES;
+use crate::codes::stored_ms as ms;
 use crate::{State, StoreError};
 use postgres::Transaction;
 use std::collections::HashMap;

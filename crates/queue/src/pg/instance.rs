@@ -51,7 +51,7 @@ pub(super) fn beat(
     let horizon = (secs * PRUNE_AFTER_LEASES * 1000.0) as i64;
     client.execute(
         "DELETE FROM probe WHERE at < $1",
-        &[&(super::write::now() - horizon)],
+        &[&(crate::codes::stored_now() - horizon)],
     )?;
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! Reads, and the lease a lane takes with its next batch (schema in `mod.rs`).
 
-use crate::codes::{LineFacts, PRUNE_REQUESTS, PRUNE_SETTLED, receipt_line};
+use crate::codes::{
+    LineFacts, PRUNE_REQUESTS, PRUNE_SETTLED, pending, quarantined, receipt_line, rejected,
+};
 use crate::receipt::{Receipt, ReceiptRecord};
 use crate::{Backoff, Item, QueueKey, State, Stats};
 use postgres::{Client, Row, Transaction};
@@ -66,14 +68,15 @@ pub(super) fn lease(
     let sql = format!(
         "WITH picked AS (
            SELECT key FROM item
-           WHERE interface = $1 AND state = 0
+           WHERE interface = $1 AND state = {pending}
              AND (queued_at, seq) > ($5, $6) AND (queued_at, seq) <= ($7, $8)
              AND (lease_until IS NULL OR lease_until < now() OR lease_instance = $3)
            ORDER BY queued_at, seq LIMIT $2 FOR UPDATE SKIP LOCKED)
          UPDATE item i SET lease_instance = $3, lease_until = now() + make_interval(secs => $4)
          FROM picked WHERE i.key = picked.key
-         RETURNING {}",
-        COLUMNS
+         RETURNING {columns}",
+        pending = pending!(),
+        columns = COLUMNS
             .split(", ")
             .map(|c| format!("i.{c}"))
             .collect::<Vec<_>>()
@@ -117,10 +120,18 @@ pub(super) fn keys(
 /// The counts and retry state of one interface.
 pub(super) fn stats(c: &mut Client, interface: &str) -> Result<Stats, postgres::Error> {
     let row = c.query_one(
-        "SELECT count(*) FILTER (WHERE state = 0), count(*) FILTER (WHERE state = 1),
-                count(*) FILTER (WHERE state = 2), min(queued_at) FILTER (WHERE state = 0),
-                (SELECT n FROM delivered WHERE interface = $1)
-         FROM item WHERE interface = $1",
+        concat!(
+            "SELECT count(*) FILTER (WHERE state = ",
+            pending!(),
+            "), count(*) FILTER (WHERE state = ",
+            rejected!(),
+            "), count(*) FILTER (WHERE state = ",
+            quarantined!(),
+            "), min(queued_at) FILTER (WHERE state = ",
+            pending!(),
+            "), (SELECT n FROM delivered WHERE interface = $1)
+             FROM item WHERE interface = $1"
+        ),
         &[&interface],
     )?;
     let backoff = c

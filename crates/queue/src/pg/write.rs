@@ -1,18 +1,13 @@
 //! Changes to the queue tables, each in one transaction (schema in `mod.rs`).
 
-use crate::codes::{KNOWN_STATES, SETTLED_DELIVERED, unknown_state};
+use crate::codes::{
+    KNOWN_STATES, SETTLED_DELIVERED, dropped_because, parked, pending, quarantined_because,
+    rejected, stored_ms as ms, stored_now as now, unknown_state,
+};
 use crate::receipt::RequestInfo;
 use crate::{Backoff, NewRecord, Sent, State};
 use postgres::{Client, GenericClient, Transaction};
 use std::collections::HashMap;
-
-pub(super) fn ms(t: u64) -> i64 {
-    i64::try_from(t).unwrap_or(i64::MAX)
-}
-
-pub(super) fn now() -> i64 {
-    ms(crate::now_ms())
-}
 
 /// `n` new versions from the store-wide sequence, in ascending order.
 pub(super) fn next_versions(
@@ -58,19 +53,32 @@ pub(super) fn upsert(
     let vers: Vec<i64> = kept.iter().map(|i| versions[*i]).collect();
     let xmls: Vec<&str> = kept.iter().map(|i| records[*i].xml.as_str()).collect();
     tx.execute(
-        "INSERT INTO item AS i (key, interface, state, version, queued_at, seq, updated_at,
-                                attempts, last_error, xml, state_at)
-         SELECT k, f, 0, v, $5, v, $5, 0, NULL, x, NULL
-         FROM unnest($1::bytea[], $2::text[], $3::bigint[], $4::text[]) AS t(k, f, v, x)
-         ON CONFLICT (key) DO UPDATE SET
-           interface = excluded.interface, state = 0, version = excluded.version,
-           queued_at = CASE WHEN i.state = 0 THEN i.queued_at ELSE excluded.queued_at END,
-           seq = CASE WHEN i.state = 0 AND i.interface = excluded.interface
-                      THEN i.seq ELSE excluded.seq END,
-           updated_at = excluded.updated_at,
-           attempts = CASE WHEN i.state = 0 THEN i.attempts ELSE 0 END,
-           last_error = CASE WHEN i.state = 0 THEN i.last_error ELSE NULL END,
-           xml = excluded.xml, state_at = NULL",
+        concat!(
+            "INSERT INTO item AS i (key, interface, state, version, queued_at, seq, updated_at,
+                                    attempts, last_error, xml, state_at)
+             SELECT k, f, ",
+            pending!(),
+            ", v, $5, v, $5, 0, NULL, x, NULL
+             FROM unnest($1::bytea[], $2::text[], $3::bigint[], $4::text[]) AS t(k, f, v, x)
+             ON CONFLICT (key) DO UPDATE SET
+               interface = excluded.interface, state = ",
+            pending!(),
+            ", version = excluded.version,
+               queued_at = CASE WHEN i.state = ",
+            pending!(),
+            " THEN i.queued_at ELSE excluded.queued_at END,
+               seq = CASE WHEN i.state = ",
+            pending!(),
+            " AND i.interface = excluded.interface THEN i.seq ELSE excluded.seq END,
+               updated_at = excluded.updated_at,
+               attempts = CASE WHEN i.state = ",
+            pending!(),
+            " THEN i.attempts ELSE 0 END,
+               last_error = CASE WHEN i.state = ",
+            pending!(),
+            " THEN i.last_error ELSE NULL END,
+               xml = excluded.xml, state_at = NULL"
+        ),
         &[&keys, &ifaces, &vers, &xmls, &ms(now_ms)],
     )?;
     receipt_lines(tx, records, &versions)
@@ -204,10 +212,13 @@ pub(super) fn delivered(
 ) -> Result<HashMap<String, Gone>, postgres::Error> {
     let (keys, vers) = sent_arrays(sent);
     let gone = tx.query(
-        "DELETE FROM item i USING unnest($1::bytea[], $2::bigint[]) AS s(key, version)
-         WHERE i.key = s.key AND i.version = s.version AND i.state = 0
-           AND (i.lease_instance IS NULL OR i.lease_instance = $3)
-         RETURNING i.interface, i.queued_at, i.seq",
+        concat!(
+            "DELETE FROM item i USING unnest($1::bytea[], $2::bigint[]) AS s(key, version)
+             WHERE i.key = s.key AND i.version = s.version AND i.state = ",
+            pending!(),
+            " AND (i.lease_instance IS NULL OR i.lease_instance = $3)
+             RETURNING i.interface, i.queued_at, i.seq"
+        ),
         &[&keys, &vers, &instance],
     )?;
     let mut counts: HashMap<String, Gone> = HashMap::new();
@@ -251,10 +262,13 @@ pub(super) fn failed(
 ) -> Result<(), postgres::Error> {
     let (keys, vers) = sent_arrays(sent);
     tx.execute(
-        "UPDATE item i SET attempts = attempts + 1, last_error = $3
-         FROM unnest($1::bytea[], $2::bigint[]) AS s(key, version)
-         WHERE i.key = s.key AND i.version = s.version AND i.state = 0
-           AND (i.lease_instance IS NULL OR i.lease_instance = $4)",
+        concat!(
+            "UPDATE item i SET attempts = attempts + 1, last_error = $3
+             FROM unnest($1::bytea[], $2::bigint[]) AS s(key, version)
+             WHERE i.key = s.key AND i.version = s.version AND i.state = ",
+            pending!(),
+            " AND (i.lease_instance IS NULL OR i.lease_instance = $4)"
+        ),
         &[&keys, &vers, &error, &instance],
     )?;
     Ok(())
@@ -270,10 +284,15 @@ pub(super) fn reject(
 ) -> Result<bool, postgres::Error> {
     let version = i64::try_from(sent.version).unwrap_or(-1);
     let n = tx.execute(
-        "UPDATE item SET state = 1, attempts = attempts + 1, last_error = $3, state_at = $4,
-           lease_instance = NULL, lease_until = NULL
-         WHERE key = $1 AND version = $2 AND state = 0
-           AND (lease_instance IS NULL OR lease_instance = $5)",
+        concat!(
+            "UPDATE item SET state = ",
+            rejected!(),
+            ", attempts = attempts + 1, last_error = $3, state_at = $4,
+               lease_instance = NULL, lease_until = NULL
+             WHERE key = $1 AND version = $2 AND state = ",
+            pending!(),
+            " AND (lease_instance IS NULL OR lease_instance = $5)"
+        ),
         &[&sent.key.as_bytes(), &version, &error, &now(), &instance],
     )?;
     Ok(n > 0)
@@ -282,7 +301,12 @@ pub(super) fn reject(
 /// Puts a rejected or quarantined item back in the line, at the place it had (D18, D29).
 pub(super) fn requeue(tx: &mut Transaction<'_>, key: &[u8]) -> Result<bool, postgres::Error> {
     let n = tx.execute(
-        "UPDATE item SET state = 0, attempts = 0, state_at = $2 WHERE key = $1 AND state IN (1, 2)",
+        concat!(
+            "UPDATE item SET state = ",
+            pending!(),
+            ", attempts = 0, state_at = $2 WHERE key = $1 AND state IN ",
+            parked!()
+        ),
         &[&key, &now()],
     )?;
     Ok(n > 0)
@@ -291,18 +315,18 @@ pub(super) fn requeue(tx: &mut Transaction<'_>, key: &[u8]) -> Result<bool, post
 /// Removes a rejected or quarantined item for good, noting it for its receipt (D38).
 pub(super) fn discard(tx: &mut Transaction<'_>, key: &[u8]) -> Result<bool, postgres::Error> {
     let Some(row) = tx.query_opt(
-        "DELETE FROM item WHERE key = $1 AND state IN (1, 2)
-         RETURNING version, state, last_error",
+        concat!(
+            "DELETE FROM item WHERE key = $1 AND state IN ",
+            parked!(),
+            " RETURNING version, state, last_error"
+        ),
         &[&key],
     )?
     else {
         return Ok(false);
     };
     let (version, state, reason): (i64, i16, Option<String>) = (row.get(0), row.get(1), row.get(2));
-    let reason = format!(
-        "{}; dropped by an operator",
-        reason.as_deref().unwrap_or("-")
-    );
+    let reason = dropped_because(reason.as_deref());
     tx.execute(
         "INSERT INTO settled VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (key, version) DO UPDATE SET state = excluded.state, at = excluded.at,
@@ -361,7 +385,7 @@ pub(super) fn sweep(tx: &mut Transaction<'_>) -> Result<usize, postgres::Error> 
     )?;
     for row in &misfits {
         let (key, state): (&[u8], i16) = (row.get(0), row.get(1));
-        let reason = format!("quarantined: {}", unknown_state(&state.to_string()));
+        let reason = quarantined_because(&unknown_state(&state.to_string()));
         tx.execute(
             "UPDATE item SET state = $2, last_error = $3, state_at = $4,
                lease_instance = NULL, lease_until = NULL

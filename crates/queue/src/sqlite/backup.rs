@@ -113,7 +113,7 @@ pub fn backup(data_dir: &Path, to: &Path) -> Result<Contents, StoreError> {
             copy.query_row("PRAGMA journal_mode=DELETE", [], |_| Ok(()))?;
             copy.execute(
                 "INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)",
-                rusqlite::params![MADE_AT, ms(crate::now_ms())],
+                rusqlite::params![MADE_AT, crate::codes::stored_now()],
             )?;
             contents(&copy)
         })();
@@ -221,10 +221,6 @@ fn contents(conn: &Connection) -> rusqlite::Result<Contents> {
         receipts: u64::try_from(receipts).unwrap_or(0),
         made_at_ms: made_at.and_then(|t| u64::try_from(t).ok()),
     })
-}
-
-fn ms(t: u64) -> i64 {
-    i64::try_from(t).unwrap_or(i64::MAX)
 }
 
 fn with_suffix(path: &Path, suffix: &str) -> PathBuf {

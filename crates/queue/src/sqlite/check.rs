@@ -3,6 +3,7 @@
 
 use super::{APPLICATION_ID, FILE_NAME, Mode, SCHEMA_VERSION, WriterConn, connect, error_at, read};
 use crate::StoreError;
+use crate::codes::{known_states, pending, quarantined, quarantined_prefix, unknown_state};
 use rusqlite::Connection;
 use std::path::Path;
 use std::sync::Mutex;
@@ -116,7 +117,10 @@ fn integrity(conn: &Connection, pragma: &str) -> Result<Vec<String>, rusqlite::E
 
 /// Rows whose state or interface column is damaged (not one of the states, not text): no
 /// query of the delivery path finds them, so they block nothing, but `status` must show them.
-const BAD_STATE: &str = "typeof(state) != 'integer' OR state NOT IN (0, 1, 2)";
+const BAD_STATE: &str = concat!(
+    "typeof(state) != 'integer' OR state NOT IN ",
+    known_states!()
+);
 const BAD_INTERFACE: &str = "typeof(interface) != 'text'";
 
 /// Shortly after the service's start (D29): rows whose state is damaged are quarantined
@@ -132,8 +136,13 @@ pub(super) fn sweep(
 ) -> Result<(), rusqlite::Error> {
     let misfits: Vec<i64> = {
         let mut stmt = reader.prepare(&format!(
-            "SELECT rowid FROM item INDEXED BY item_parked
-             WHERE state != 0 AND ({BAD_STATE} OR {BAD_INTERFACE})"
+            concat!(
+                "SELECT rowid FROM item INDEXED BY item_parked WHERE state != ",
+                pending!(),
+                " AND ({bad_state} OR {bad_interface})"
+            ),
+            bad_state = BAD_STATE,
+            bad_interface = BAD_INTERFACE
         ))?;
         let rows = stmt.query_map([], |r| r.get(0))?;
         rows.collect::<Result<_, _>>()?
@@ -149,12 +158,18 @@ pub(super) fn sweep(
     for rowid in &misfits {
         n += tx.execute(
             &format!(
-                "UPDATE item SET state = 2, last_error = 'quarantined: ' || CASE
-                   WHEN {BAD_STATE} THEN 'unknown state ' || quote(state)
-                   ELSE 'interface is not text: ' || quote(interface) END
-                 WHERE rowid = ?1 AND ({BAD_STATE} OR {BAD_INTERFACE})"
+                concat!(
+                    "UPDATE item SET state = ",
+                    quarantined!(),
+                    ", last_error = ?2 || CASE
+                       WHEN {bad_state} THEN ?3 || quote(state)
+                       ELSE 'interface is not text: ' || quote(interface) END
+                     WHERE rowid = ?1 AND ({bad_state} OR {bad_interface})"
+                ),
+                bad_state = BAD_STATE,
+                bad_interface = BAD_INTERFACE
             ),
-            [rowid],
+            rusqlite::params![rowid, quarantined_prefix!(), unknown_state("")],
         )?;
     }
     if n > 0 {

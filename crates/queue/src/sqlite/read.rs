@@ -2,6 +2,7 @@
 //! [`Item`] is reported, not fatal: the caller quarantines it (D29).
 
 use super::write::PLACE_BITS;
+use crate::codes::pending;
 use crate::{Backoff, Item, QueueKey, State, Stats};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -134,8 +135,12 @@ pub(super) fn line(
         return Ok(Vec::new());
     };
     let sql = format!(
-        "SELECT {COLUMNS} FROM item WHERE rowid BETWEEN ?1 AND ?2 AND state = 0
-         ORDER BY rowid LIMIT ?3"
+        concat!(
+            "SELECT {COLUMNS} FROM item WHERE rowid BETWEEN ?1 AND ?2 AND state = ",
+            pending!(),
+            " ORDER BY rowid LIMIT ?3"
+        ),
+        COLUMNS = COLUMNS
     );
     let mut stmt = conn.prepare_cached(&sql)?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -149,14 +154,17 @@ pub(super) fn keys(
     state: State,
     interface: Option<&str>,
 ) -> rusqlite::Result<Vec<QueueKey>> {
-    // Parked keys are found through their partial index (`state != 0` said as it is
+    // Parked keys are found through their partial index (its condition said as it is
     // written there), pending ones in place order.
     let mut stmt = conn.prepare_cached(if state == State::Pending {
         "SELECT key FROM item WHERE state = ?1 AND (?2 IS NULL OR interface = ?2)
          ORDER BY interface, rowid"
     } else {
-        "SELECT key FROM item WHERE state = ?1 AND state != 0 AND (?2 IS NULL OR interface = ?2)
-         ORDER BY interface, rowid"
+        concat!(
+            "SELECT key FROM item WHERE state = ?1 AND state != ",
+            pending!(),
+            " AND (?2 IS NULL OR interface = ?2) ORDER BY interface, rowid"
+        )
     })?;
     let rows = stmt.query_map(params![state.code(), interface], |r| {
         Ok(match r.get_ref(0)? {
@@ -181,10 +189,11 @@ pub(super) fn stats(conn: &Connection, interface: &str) -> rusqlite::Result<Stat
     let oldest_pending_ms: Option<i64> = match range(conn, interface)? {
         None => None,
         Some((first, last)) => conn
-            .prepare_cached(
-                "SELECT queued_at FROM item WHERE rowid BETWEEN ?1 AND ?2 AND state = 0
-                 ORDER BY rowid LIMIT 1",
-            )?
+            .prepare_cached(concat!(
+                "SELECT queued_at FROM item WHERE rowid BETWEEN ?1 AND ?2 AND state = ",
+                pending!(),
+                " ORDER BY rowid LIMIT 1"
+            ))?
             .query_row(params![first, last], |r| r.get(0))
             .optional()?,
     };

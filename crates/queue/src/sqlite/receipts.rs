@@ -3,7 +3,10 @@
 //! holds its key, or from the `settled` row its version left behind when it was delivered or
 //! dropped.
 
-use crate::codes::{LineFacts, PRUNE_REQUESTS, PRUNE_SETTLED, SETTLED_DELIVERED, receipt_line};
+use crate::codes::{
+    LineFacts, PRUNE_REQUESTS, PRUNE_SETTLED, SETTLED_DELIVERED, receipt_line, stored_ms as ms,
+    stored_now,
+};
 use crate::receipt::{Receipt, ReceiptLine, ReceiptRecord, RequestInfo};
 use crate::{QueueKey, State};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
@@ -161,10 +164,6 @@ fn forget(tx: &Transaction<'_>, rid: i64) -> rusqlite::Result<()> {
     Ok(())
 }
 
-fn ms(t: u64) -> i64 {
-    i64::try_from(t).unwrap_or(i64::MAX)
-}
-
 /// Notes that `version` of `key` left the queue: delivered, or dropped from `state`.
 pub(super) fn settle(
     tx: &Transaction<'_>,
@@ -175,7 +174,7 @@ pub(super) fn settle(
 ) -> rusqlite::Result<()> {
     let state = dropped_from.map_or(SETTLED_DELIVERED, State::code);
     tx.prepare_cached("INSERT OR REPLACE INTO settled VALUES (?1, ?2, ?3, ?4, ?5)")?
-        .execute(params![key, version, state, ms(crate::now_ms()), reason])?;
+        .execute(params![key, version, state, stored_now(), reason])?;
     Ok(())
 }
 

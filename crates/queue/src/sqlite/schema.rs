@@ -12,7 +12,11 @@ pub(super) const ITEM_COLUMNS: &str = "(key BLOB PRIMARY KEY, interface TEXT NOT
 /// The lines and the item table's index.
 pub(super) const LINE_SCHEMA: &str = "
   CREATE TABLE line (n INTEGER PRIMARY KEY, interface TEXT NOT NULL UNIQUE);";
-pub(super) const PARKED_INDEX: &str = "CREATE INDEX item_parked ON item (state) WHERE state != 0;";
+pub(super) const PARKED_INDEX: &str = concat!(
+    "CREATE INDEX item_parked ON item (state) WHERE state != ",
+    crate::codes::pending!(),
+    ";"
+);
 
 pub(super) fn create(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     let tx = conn.transaction()?;

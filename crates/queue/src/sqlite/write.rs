@@ -3,6 +3,9 @@
 
 use super::fault::Fault;
 use super::receipts::{self, Heads};
+use crate::codes::{
+    dropped_because, parked, pending, quarantined_because, rejected, stored_ms, stored_now,
+};
 use crate::{NewRecord, QueueKey, Sent, State};
 use rusqlite::{OptionalExtension, Statement, Transaction, params};
 
@@ -56,12 +59,7 @@ fn old(stmt: &mut Statement<'_>, key: &QueueKey) -> rusqlite::Result<Option<Old>
         Ok(Old {
             rowid: r.get(0)?,
             interface: r.get::<_, String>(1).unwrap_or_default(),
-            state: match r.get::<_, i64>(2) {
-                Ok(0) => Some(State::Pending),
-                Ok(1) => Some(State::Rejected),
-                Ok(2) => Some(State::Quarantined),
-                _ => None,
-            },
+            state: r.get::<_, i64>(2).ok().and_then(State::from_code),
             attempts: r.get(3).unwrap_or(0),
             last_error: r.get(4).unwrap_or(None),
         })
@@ -125,19 +123,20 @@ pub(super) fn upsert(
     now_ms: u64,
     version: &mut u64,
 ) -> Result<(), Fault> {
-    let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+    let now = stored_ms(now_ms);
     let mut counts = Counts::default();
     let mut heads = Heads::default();
     let mut lines = Lines::default();
     // Prepared once per transaction: a cached statement is still looked up and returned per
     // use.
     let mut find = tx.prepare_cached(OLD)?;
-    let mut add = tx.prepare_cached(
+    let mut add = tx.prepare_cached(concat!(
         "INSERT INTO item (rowid, key, interface, state, version, queued_at, updated_at,
                            attempts, last_error, xml)
-         VALUES (?1, ?2, ?3, 0, ?4, ?5, ?5, 0, NULL, ?6)
-         ON CONFLICT (key) DO NOTHING",
-    )?;
+         VALUES (?1, ?2, ?3, ",
+        pending!(),
+        ", ?4, ?5, ?5, 0, NULL, ?6) ON CONFLICT (key) DO NOTHING"
+    ))?;
     // Touches no index: neither the key, the place nor the state change.
     let mut replace = tx.prepare_cached(
         "UPDATE item SET version = ?2, updated_at = ?3, xml = ?4, state_at = NULL
@@ -177,12 +176,14 @@ pub(super) fn upsert(
                 // last error stay with a pending key), or anew after a rejection.
                 let place = lines.place(tx, rec.interface, v)?;
                 let pending = o.state == Some(State::Pending);
-                tx.prepare_cached(
-                    "UPDATE item SET rowid = ?2, interface = ?3, state = 0, version = ?4,
+                tx.prepare_cached(concat!(
+                    "UPDATE item SET rowid = ?2, interface = ?3, state = ",
+                    pending!(),
+                    ", version = ?4,
                        queued_at = CASE WHEN ?8 THEN queued_at ELSE ?5 END, updated_at = ?5,
                        attempts = ?6, last_error = ?7, xml = ?9, state_at = NULL
-                     WHERE rowid = ?1",
-                )?
+                     WHERE rowid = ?1"
+                ))?
                 .execute(params![
                     o.rowid,
                     place,
@@ -212,11 +213,6 @@ pub(super) fn upsert(
     Ok(counts.write(tx)?)
 }
 
-/// The time a state change is dated with (unix ms).
-fn now() -> i64 {
-    i64::try_from(crate::now_ms()).unwrap_or(i64::MAX)
-}
-
 fn version(sent: &Sent) -> i64 {
     i64::try_from(sent.version).unwrap_or(-1)
 }
@@ -225,9 +221,11 @@ fn version(sent: &Sent) -> i64 {
 /// noted as delivered for its receipt (D38), also one replaced while it was on its way.
 pub(super) fn delivered(tx: &Transaction<'_>, sent: &[Sent]) -> rusqlite::Result<usize> {
     let mut counts = Counts::default();
-    let mut stmt = tx.prepare_cached(
-        "DELETE FROM item WHERE key = ?1 AND version = ?2 AND state = 0 RETURNING interface",
-    )?;
+    let mut stmt = tx.prepare_cached(concat!(
+        "DELETE FROM item WHERE key = ?1 AND version = ?2 AND state = ",
+        pending!(),
+        " RETURNING interface"
+    ))?;
     let mut gone = 0;
     for s in sent {
         let interface: Option<String> = stmt
@@ -246,10 +244,11 @@ pub(super) fn delivered(tx: &Transaction<'_>, sent: &[Sent]) -> rusqlite::Result
 
 /// Counts a failed attempt on the items still at the version sent.
 pub(super) fn failed(tx: &Transaction<'_>, sent: &[Sent], error: &str) -> rusqlite::Result<()> {
-    let mut stmt = tx.prepare_cached(
+    let mut stmt = tx.prepare_cached(concat!(
         "UPDATE item SET attempts = attempts + 1, last_error = ?3
-         WHERE key = ?1 AND version = ?2 AND state = 0",
-    )?;
+         WHERE key = ?1 AND version = ?2 AND state = ",
+        pending!()
+    ))?;
     for s in sent {
         stmt.execute(params![s.key.as_bytes(), version(s), error])?;
     }
@@ -259,12 +258,16 @@ pub(super) fn failed(tx: &Transaction<'_>, sent: &[Sent], error: &str) -> rusqli
 /// Parks an item the platform refused, if it is still pending at the version sent.
 pub(super) fn reject(tx: &Transaction<'_>, sent: &Sent, error: &str) -> rusqlite::Result<bool> {
     let interface: Option<String> = tx
-        .prepare_cached(
-            "UPDATE item SET state = 1, attempts = attempts + 1, last_error = ?3, state_at = ?4
-             WHERE key = ?1 AND version = ?2 AND state = 0 RETURNING interface",
-        )?
+        .prepare_cached(concat!(
+            "UPDATE item SET state = ",
+            rejected!(),
+            ", attempts = attempts + 1, last_error = ?3, state_at = ?4
+             WHERE key = ?1 AND version = ?2 AND state = ",
+            pending!(),
+            " RETURNING interface"
+        ))?
         .query_row(
-            params![sent.key.as_bytes(), version(sent), error, now()],
+            params![sent.key.as_bytes(), version(sent), error, stored_now()],
             |r| r.get(0),
         )
         .optional()?;
@@ -281,17 +284,13 @@ pub(super) fn reject(tx: &Transaction<'_>, sent: &Sent, error: &str) -> rusqlite
 /// The interface and state of a parked (rejected or quarantined) item.
 fn parked(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<Option<(String, State)>> {
     let row: Option<(String, i64)> = tx
-        .prepare_cached("SELECT interface, state FROM item WHERE key = ?1 AND state IN (1, 2)")?
+        .prepare_cached(concat!(
+            "SELECT interface, state FROM item WHERE key = ?1 AND state IN ",
+            parked!()
+        ))?
         .query_row(params![key.as_bytes()], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
-    Ok(row.map(|(i, s)| {
-        let state = if s == 1 {
-            State::Rejected
-        } else {
-            State::Quarantined
-        };
-        (i, state)
-    }))
+    Ok(row.and_then(|(i, s)| Some((i, State::from_code(s)?))))
 }
 
 /// Puts a rejected or quarantined item back in the line, at the place it had (D18, D29).
@@ -299,8 +298,12 @@ pub(super) fn requeue(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<
     let Some((interface, state)) = parked(tx, key)? else {
         return Ok(false);
     };
-    tx.prepare_cached("UPDATE item SET state = 0, attempts = 0, state_at = ?2 WHERE key = ?1")?
-        .execute(params![key.as_bytes(), now()])?;
+    tx.prepare_cached(concat!(
+        "UPDATE item SET state = ",
+        pending!(),
+        ", attempts = 0, state_at = ?2 WHERE key = ?1"
+    ))?
+    .execute(params![key.as_bytes(), stored_now()])?;
     let mut counts = Counts::default();
     counts.add(&interface, state.name(), -1);
     counts.add(&interface, State::Pending.name(), 1);
@@ -316,10 +319,7 @@ pub(super) fn discard(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<
     let (version, reason): (i64, Option<String>) = tx
         .prepare_cached("DELETE FROM item WHERE key = ?1 RETURNING version, last_error")?
         .query_row(params![key.as_bytes()], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    let reason = format!(
-        "{}; dropped by an operator",
-        reason.as_deref().unwrap_or("-")
-    );
+    let reason = dropped_because(reason.as_deref());
     receipts::settle(tx, key.as_bytes(), version, Some(state), Some(&reason))?;
     let mut counts = Counts::default();
     counts.add(&interface, state.name(), -1);
@@ -334,13 +334,20 @@ pub(super) fn quarantine(
     rows: &[(i64, String)],
 ) -> rusqlite::Result<()> {
     let mut counts = Counts::default();
-    let mut stmt = tx.prepare_cached(
+    let mut stmt = tx.prepare_cached(concat!(
         "UPDATE item SET state = ?3, last_error = ?2, state_at = ?4
-         WHERE rowid = ?1 AND state = 0",
-    )?;
+         WHERE rowid = ?1 AND state = ",
+        pending!()
+    ))?;
     for (rowid, reason) in rows {
-        let reason = format!("quarantined: {reason}");
-        if stmt.execute(params![rowid, reason, State::Quarantined.code(), now()])? > 0 {
+        let reason = quarantined_because(reason);
+        if stmt.execute(params![
+            rowid,
+            reason,
+            State::Quarantined.code(),
+            stored_now()
+        ])? > 0
+        {
             counts.add(interface, State::Pending.name(), -1);
             counts.add(interface, State::Quarantined.name(), 1);
         }
@@ -354,7 +361,7 @@ pub(super) fn set_backoff(
     interface: &str,
     b: &crate::Backoff,
 ) -> rusqlite::Result<()> {
-    let ms = |t: u64| i64::try_from(t).unwrap_or(i64::MAX);
+    let ms = stored_ms;
     tx.prepare_cached(
         "INSERT OR REPLACE INTO backoff (interface, failures, next_attempt_ms, last_error,
                                          last_error_ms, paused, last_success_ms)
@@ -375,13 +382,13 @@ pub(super) fn set_backoff(
 /// Records the version below which every version may have been handed out.
 pub(super) fn set_next_version(tx: &Transaction<'_>, next: u64) -> rusqlite::Result<()> {
     tx.prepare_cached("INSERT OR REPLACE INTO meta (name, value) VALUES ('next_version', ?1)")?
-        .execute(params![i64::try_from(next).unwrap_or(i64::MAX)])?;
+        .execute(params![stored_ms(next)])?;
     Ok(())
 }
 
 /// Writes a marker and reads it back inside the transaction.
 pub(super) fn probe(tx: &Transaction<'_>, now_ms: u64) -> rusqlite::Result<bool> {
-    let now = i64::try_from(now_ms).unwrap_or(i64::MAX);
+    let now = stored_ms(now_ms);
     tx.execute(
         "INSERT OR REPLACE INTO meta (name, value) VALUES ('probe', ?1)",
         params![now],
