@@ -156,9 +156,28 @@ impl Default for Metrics {
             "Records the platform accepted",
             m.delivered.clone(),
         );
+        // Every series an interface can have exists from the start, at zero: a rule over
+        // `increase(...)` then sees the first failure as one, and /metrics names every family
+        // the alert rules read before anything happened (D46).
+        for iface in &INTERFACES {
+            let l = label(iface.id);
+            let _ = m.records_accepted.get_or_create(&l);
+            let _ = m.records_rejected.get_or_create(&l);
+            let _ = m.delivery_attempts.get_or_create(&l);
+            let _ = m.delivered.get_or_create(&l);
+            for kind in FAILURE_KINDS {
+                let _ = m.delivery_failures.get_or_create(&FailureLabels {
+                    interface: iface.id.to_string(),
+                    kind,
+                });
+            }
+        }
         m
     }
 }
+
+/// The kinds of `ap_intake_delivery_failures_total`.
+pub const FAILURE_KINDS: [&str; 4] = ["retry", "paused", "too_large", "rejected"];
 
 impl Metrics {
     /// One answered request; `interface` is `-` when the path is unknown.
@@ -203,6 +222,7 @@ impl Metrics {
     /// A document that was not delivered; `kind` is `retry`, `paused`, `too_large` or
     /// `rejected`.
     pub fn failure(&self, interface: &str, kind: &'static str) {
+        debug_assert!(FAILURE_KINDS.contains(&kind), "{kind}");
         self.delivery_failures
             .get_or_create(&FailureLabels {
                 interface: interface.to_string(),

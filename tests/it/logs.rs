@@ -297,7 +297,11 @@ fn deliveries_are_counted_by_the_summary_not_logged_one_by_one_d44() {
             .unwrap();
         let text = r.body_mut().read_to_string().unwrap();
         text.lines()
-            .find(|l| l.starts_with("ap_intake_delivered_records_total{"))
+            .find(|l| {
+                l.starts_with(
+                    "ap_intake_delivered_records_total{interface=\"general-ledger-codes-v1\"}",
+                )
+            })
             .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .unwrap_or(0)
     };
