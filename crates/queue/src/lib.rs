@@ -159,8 +159,32 @@ pub struct Stats {
     pub backoff: Backoff,
 }
 
-/// A storage failure, in the product's words: no engine type appears here. A request that
-/// meets one is answered 503 (D5, D17).
+/// The engine a failure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The embedded store (D28).
+    Sqlite,
+    /// The shared database (D39).
+    Postgres,
+}
+
+impl std::fmt::Display for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Sqlite => "SQLite",
+            Self::Postgres => "PostgreSQL",
+        })
+    }
+}
+
+/// An engine's own error, kept as the cause of a [`StoreError`] (its type stays in its
+/// engine: callers see it only as an error).
+pub type Source = Box<dyn std::error::Error + Send + Sync>;
+
+/// A storage failure, by cause, in the product's words: no engine type appears here, and
+/// each engine maps its errors to these once, by their codes and types (`sqlite/fault.rs`,
+/// `pg/fault.rs`). A request that meets one is answered 503 (D5, D17); the words the client
+/// reads are the edge's (`http/reply.rs`).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// No room to store (D30): below `min_free_bytes`, or the disk itself is full.
@@ -232,14 +256,34 @@ pub enum StoreError {
     #[error("queue storage: {0}")]
     Io(#[from] std::io::Error),
     /// The queue's writer has stopped (the service is stopping): nothing more is stored.
-    #[error("queue storage unavailable: the queue is stopping")]
+    #[error("the queue is stopping")]
     Stopping,
     /// A later part of a request, not written because an earlier part failed.
-    #[error("queue storage unavailable: an earlier part of the request was not stored")]
+    #[error("an earlier part of the request was not stored")]
     EarlierPartFailed,
-    /// The SQLite file cannot be opened or used as a queue.
-    #[error("queue storage unavailable: {0}")]
-    Engine(String),
+    /// The queue cannot be opened where it should be: a file SQLite cannot open, or cannot
+    /// keep a write-ahead log for.
+    #[error("cannot open the queue {at}: {detail}")]
+    CannotOpen {
+        /// The file.
+        at: String,
+        /// Why.
+        detail: String,
+    },
+    /// A file the command would write is there already (a backup never replaces one).
+    #[error("{0} exists; a backup never replaces a file: choose another name")]
+    Exists(String),
+    /// The engine failed an operation for a cause none of the other variants names.
+    #[error("{engine} failed on {at}: {}", chain(.source.as_ref()))]
+    Engine {
+        /// Which engine.
+        engine: Engine,
+        /// The file or the database (without its password).
+        at: String,
+        /// The engine's own error.
+        #[source]
+        source: Source,
+    },
     /// The queue (a file, or a PostgreSQL database) was written by a newer version, with a
     /// schema this one cannot read; nothing is read or written.
     #[error(
@@ -254,14 +298,59 @@ pub enum StoreError {
         /// The schema this version reads.
         reads: i64,
     },
-    /// The PostgreSQL database cannot be reached or used (D39).
-    #[error("queue storage unavailable: {0}")]
-    Database(String),
+    /// The database cannot be reached: refused, timed out, gone (D39: intake answers 503,
+    /// delivery waits, both resume when it is back).
+    #[error("the queue database {at} cannot be reached: {}", chain(.source.as_ref()))]
+    Unreachable {
+        /// The database (without its password).
+        at: String,
+        /// The connection's error.
+        #[source]
+        source: Source,
+    },
+    /// The database's TLS certificate is not one the store trusts (TLS is verified whatever
+    /// `sslmode` says).
+    #[error(
+        "the queue database {at} presented a certificate that is not trusted ({}); \
+         trust its CA with [storage.postgres] ca_file, or use sslmode=disable on a network \
+         you trust",
+        chain(.source.as_ref())
+    )]
+    Untrusted {
+        /// The database (without its password).
+        at: String,
+        /// The TLS error.
+        #[source]
+        source: Source,
+    },
+    /// The database refused this node's credentials.
+    #[error("the queue database {at} refused the credentials: {}", chain(.source.as_ref()))]
+    Denied {
+        /// The database (without its password).
+        at: String,
+        /// The database's answer.
+        #[source]
+        source: Source,
+    },
+    /// The `[storage.postgres]` settings cannot be used as they are.
+    #[error("[storage.postgres]: {0}")]
+    Settings(String),
+    /// A move to PostgreSQL committed without every key it moved (D45).
+    #[error(
+        "after the move the cluster holds {present} of the {moved} keys moved; run \
+         move-to-postgres again"
+    )]
+    MovedShort {
+        /// Keys the cluster holds.
+        present: i64,
+        /// Keys moved.
+        moved: usize,
+    },
     /// The readiness probe's write did not read back.
-    #[error("queue storage unavailable: the probe write did not read back")]
+    #[error("the queue's probe write did not read back")]
     ProbeFailed,
     /// A bug: a lock poisoned by a panic, a task that did not finish.
-    #[error("queue storage unavailable: internal error: {0}")]
+    #[error("internal error of the queue: {0}")]
     Internal(String),
 }
 
@@ -382,6 +471,22 @@ pub trait Store: Send + Sync + 'static {
     /// request was received, and when the version was settled). How many rows
     /// went; 0 when nothing older is left. [`receipt::prune`] runs the steps.
     fn prune_step(&self, before_ms: u64) -> Result<usize, StoreError>;
+}
+
+/// An error and its causes on one line, a cause whose text is already there left out: what
+/// a log line or a client message says of an engine's error.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
 }
 
 /// Milliseconds since the Unix epoch.

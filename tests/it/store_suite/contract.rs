@@ -145,3 +145,42 @@ fn pruning_forgets_the_oldest_receipts_first() {
         );
     });
 }
+
+/// Issue 46: a database error is told by its cause (SQLSTATE, the types in its chain), with
+/// the engine's error kept as the source: credentials refused, nothing listening.
+#[test]
+fn postgres_errors_are_told_by_their_cause_not_their_text() {
+    use ap_intake::queue::StoreError;
+    let Some(db) = crate::common::pg::TestDb::create() else {
+        return crate::common::pg::skipped();
+    };
+    let mut settings = db.settings("a", 30);
+    settings.url = settings
+        .url
+        .replacen("apintake:apintake@", "apintake:wrong@", 1);
+    let denied = PostgresStore::open(&settings, Mode::Inspect).err().unwrap();
+    assert!(matches!(denied, StoreError::Denied { .. }), "{denied:?}");
+    assert!(
+        std::error::Error::source(&denied).is_some(),
+        "the cause is kept"
+    );
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    let mut settings = db.settings("a", 30);
+    let at = settings
+        .url
+        .split('@')
+        .nth(1)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    settings.url = settings.url.replacen(&at, &format!("127.0.0.1:{port}"), 1);
+    let unreachable = PostgresStore::open(&settings, Mode::Inspect).err().unwrap();
+    assert!(
+        matches!(unreachable, StoreError::Unreachable { .. }),
+        "{unreachable:?}"
+    );
+}

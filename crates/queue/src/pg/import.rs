@@ -53,11 +53,10 @@ impl PostgresStore {
         let (items, kept_newer, receipts, present) = moved;
         if usize::try_from(present).ok() != Some(export.items.len()) {
             // The transaction committed; a second run copies what is missing.
-            return Err(StoreError::Database(format!(
-                "after the move the cluster holds {present} of the {} keys moved; run \
-                 move-to-postgres again",
-                export.items.len()
-            )));
+            return Err(StoreError::MovedShort {
+                present,
+                moved: export.items.len(),
+            });
         }
         Ok(Moved {
             items,

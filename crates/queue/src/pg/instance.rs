@@ -18,7 +18,7 @@ const PRUNE_AFTER_LEASES: f64 = 120.0;
 pub(super) fn draw() -> Result<String, StoreError> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes)
-        .map_err(|e| StoreError::Database(format!("cannot draw this node's instance id: {e}")))?;
+        .map_err(|e| StoreError::Internal(format!("cannot draw this node's instance id: {e}")))?;
     Ok(hex::encode(bytes))
 }
 

@@ -38,6 +38,7 @@
 //! (two on one host, cloned machines) never take or renew each other's leases. A store
 //! dropped cleanly releases its leases and its row; one killed leaves them to lapse.
 
+mod fault;
 mod import;
 mod instance;
 mod read;
@@ -106,7 +107,7 @@ impl PostgresStore {
         let mut config: postgres::Config = settings
             .url
             .parse()
-            .map_err(|e| StoreError::Database(format!("database URL {shown}: {e}")))?;
+            .map_err(|e| StoreError::Settings(format!("url {shown}: {e}")))?;
         if let Some(p) = &settings.password {
             config.password(p);
         }
@@ -269,9 +270,9 @@ impl PostgresStore {
         let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
         let mut client = match pooled {
             Some(c) if !c.is_closed() => c,
-            _ => self.connect().map_err(|e| self.fail(&e))?,
+            _ => self.connect().map_err(|e| self.fail(e))?,
         };
-        let out = f(&mut client).map_err(|e| self.fail(&e));
+        let out = f(&mut client).map_err(|e| self.fail(e));
         if !client.is_closed()
             && let Ok(mut pool) = self.pool.lock()
             && pool.len() < POOL
@@ -281,25 +282,9 @@ impl PostgresStore {
         out
     }
 
-    /// The product's error for a database error.
-    fn fail(&self, e: &postgres::Error) -> StoreError {
-        use postgres::error::SqlState;
-        match e.code() {
-            Some(c) if *c == SqlState::DISK_FULL || *c == SqlState::OUT_OF_MEMORY => {
-                StoreError::Full(format!("the database {} reports: {e}", self.shown))
-            }
-            _ => {
-                let why = chain(e);
-                // TLS is verified whatever sslmode says (prefer and require included).
-                let hint = if why.contains("certificate") {
-                    "; trust the database's CA with [storage.postgres] ca_file, or use \
-                     sslmode=disable on a network you trust"
-                } else {
-                    ""
-                };
-                StoreError::Database(format!("database {}: {why}{hint}", self.shown))
-            }
-        }
+    /// The product's error for a database error (`fault.rs`).
+    fn fail(&self, e: postgres::Error) -> StoreError {
+        fault::error_at(&self.shown, e)
     }
 }
 
@@ -346,19 +331,7 @@ fn connect(
 }
 
 /// An error with its causes ("error connecting to server: Connection refused").
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}
+use crate::chain;
 
 /// Creates the schema, or brings it up to [`SCHEMA_VERSION`], under a lock only one node
 /// holds at a time; leaves a schema written by a newer version alone. The version found.

@@ -18,16 +18,16 @@ pub(super) fn connector(
         }
     }
     if roots.is_empty() {
-        return Err(StoreError::Database(
+        return Err(StoreError::Settings(
             "no CA certificates to check the database's TLS certificate: install the \
-             system's CA bundle or set [storage.postgres] ca_file (or sslmode=disable)"
+             system's CA bundle or set ca_file (or sslmode=disable)"
                 .into(),
         ));
     }
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| StoreError::Database(format!("TLS: {e}")))?
+        .map_err(|e| StoreError::Settings(format!("TLS: {e}")))?
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))

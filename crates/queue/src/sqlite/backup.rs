@@ -88,10 +88,7 @@ pub fn backup(data_dir: &Path, to: &Path) -> Result<Contents, StoreError> {
         return Err(StoreError::Missing(live.display().to_string()));
     }
     if to.exists() {
-        return Err(StoreError::Engine(format!(
-            "{} exists; a backup never replaces a file: choose another name",
-            to.display()
-        )));
+        return Err(StoreError::Exists(to.display().to_string()));
     }
     let partial = with_suffix(to, ".partial");
     for end in ["", "-journal"] {

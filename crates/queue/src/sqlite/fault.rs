@@ -30,9 +30,12 @@ pub(super) fn error_at(path: &Path, e: impl Into<Fault>) -> StoreError {
     let e = match e.into() {
         Fault::Sql(e) => e,
         Fault::NoWal(mode) => {
-            return StoreError::Engine(format!(
-                "cannot open {file}: the queue file cannot use a write-ahead log (journal mode {mode})"
-            ));
+            return StoreError::CannotOpen {
+                at: file,
+                detail: format!(
+                    "the queue file cannot use a write-ahead log (journal mode {mode})"
+                ),
+            };
         }
         Fault::Broken(why) => return StoreError::Internal(format!("{file}: {why}")),
     };
@@ -49,8 +52,15 @@ pub(super) fn error_at(path: &Path, e: impl Into<Fault>) -> StoreError {
             detail: e.to_string(),
         },
         Some(C::DatabaseBusy | C::DatabaseLocked) => StoreError::Busy(file),
-        Some(C::CannotOpen) => StoreError::Engine(format!("cannot open {file}: {e}")),
-        _ => StoreError::Engine(format!("{file}: {e}")),
+        Some(C::CannotOpen) => StoreError::CannotOpen {
+            at: file,
+            detail: e.to_string(),
+        },
+        _ => StoreError::Engine {
+            engine: crate::Engine::Sqlite,
+            at: file,
+            source: Box::new(e),
+        },
     }
 }
 
