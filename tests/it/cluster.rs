@@ -76,6 +76,7 @@ fn described(code: &str, text: &str) -> Value {
 
 mod moving;
 mod names;
+mod restart;
 mod upgrade;
 
 #[test]

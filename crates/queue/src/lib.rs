@@ -34,6 +34,7 @@ pub mod options;
 /// Queue keys (D15) are the core's: what a record's primary key is.
 pub use ap_intake_core::key;
 pub mod pg;
+mod pool;
 pub mod receipt;
 pub mod space;
 pub mod sqlite;

@@ -88,6 +88,18 @@ impl TestDb {
         node: &str,
         lease_secs: u64,
     ) -> String {
+        Self::config_text(url, data_dir, platform_url, extra_tables, node, lease_secs)
+    }
+
+    /// [`TestDb::config`] for a database at `url`, whichever server holds it.
+    pub fn config_text(
+        url: &str,
+        data_dir: &std::path::Path,
+        platform_url: &str,
+        extra_tables: &str,
+        node: &str,
+        lease_secs: u64,
+    ) -> String {
         let text = super::config_for(data_dir, "", platform_url, extra_tables)
             .replace("[storage]\n", "[storage]\nbackend = \"postgres\"\n");
         format!(
@@ -170,5 +182,113 @@ impl Proxy {
     /// Lets connections through again.
     pub fn restore(&self) {
         self.up.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A PostgreSQL server of a test's own (initdb in a temp dir, a free port, trust auth), for a
+/// test that restarts it: the shared cluster of `AP_INTAKE_TEST_PG` serves other tests at the
+/// same time. As root, the server runs as the `postgres` user, as Debian's does.
+pub struct PrivateServer {
+    bin: std::path::PathBuf,
+    data: std::path::PathBuf,
+    port: u16,
+    as_postgres: bool,
+    _dir: tempfile::TempDir,
+}
+
+impl PrivateServer {
+    /// Starts one, or `None` when PostgreSQL's server programs are not installed.
+    pub fn start() -> Option<Self> {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .filter_map(|e| Some(e.ok()?.path().join("bin")))
+            .filter(|b| b.join("initdb").exists())
+            .max()?;
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let as_postgres = std::process::Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+        if as_postgres {
+            let ok = std::process::Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(ok.success());
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = Self {
+            bin,
+            data,
+            port,
+            as_postgres,
+            _dir: dir,
+        };
+        let data = server.data.display().to_string();
+        server.run(
+            "initdb",
+            &["-D", &data, "-U", "apintake", "--auth=trust", "-E", "UTF8"],
+        );
+        server.pg_ctl(&["start"]);
+        Some(server)
+    }
+
+    fn run(&self, program: &str, args: &[&str]) {
+        let path = self.bin.join(program);
+        let mut cmd = if self.as_postgres {
+            let mut c = std::process::Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&path);
+            c
+        } else {
+            std::process::Command::new(&path)
+        };
+        let out = cmd.args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{program} {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn pg_ctl(&self, what: &[&str]) {
+        let data = self.data.display().to_string();
+        let log = format!("{data}/../server.log");
+        let options = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''",
+            self.port
+        );
+        let mut args = vec!["-D", &data, "-l", &log, "-o", &options, "-w"];
+        args.extend_from_slice(what);
+        self.run("pg_ctl", &args);
+    }
+
+    /// The URL of its `postgres` database.
+    pub fn url(&self) -> String {
+        format!(
+            "postgres://apintake@127.0.0.1:{}/postgres?sslmode=disable",
+            self.port
+        )
+    }
+
+    /// Restarts it (fast shutdown: every session is ended), waiting until it takes
+    /// connections again.
+    pub fn restart(&self) {
+        self.pg_ctl(&["-m", "fast", "restart"]);
+    }
+}
+
+impl Drop for PrivateServer {
+    fn drop(&mut self) {
+        let data = self.data.display().to_string();
+        let _ = std::panic::catch_unwind(|| {
+            self.run("pg_ctl", &["-D", &data, "-m", "immediate", "stop"])
+        });
     }
 }

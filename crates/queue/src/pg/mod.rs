@@ -71,6 +71,16 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Idle connections kept for reuse.
 const POOL: usize = 8;
 
+/// A pooled connection idle this long is checked with a round trip before it is used: a
+/// database restarted meanwhile has closed it, and the operation would fail for that alone.
+/// A restart takes longer than this, so every connection it closed has sat idle at least as
+/// long when it is next wanted (unless an operation met the closed database first, and the
+/// pool dropped them all then). Under load, connections come back faster, unchecked.
+const CHECK_IDLE_AFTER: Duration = Duration::from_millis(100);
+
+/// How long that check may take.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// A place in an interface's line (queued time, sequence), and since when a cursor there has
 /// run without a look at the whole line.
 type Cursor = ((i64, i64), std::time::Instant);
@@ -79,7 +89,7 @@ type Cursor = ((i64, i64), std::time::Instant);
 pub struct PostgresStore {
     config: postgres::Config,
     tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
-    pool: Mutex<Vec<Client>>,
+    pool: crate::pool::Pool<Client>,
     /// The name status shows (`[storage.postgres] node`): a label, maybe shared (D41).
     node: String,
     /// This process's own id, which leases are kept by (D41).
@@ -123,7 +133,7 @@ impl PostgresStore {
         let mut store = Self {
             config,
             tls,
-            pool: Mutex::new(Vec::new()),
+            pool: crate::pool::Pool::new(POOL, CHECK_IDLE_AFTER),
             node: settings.node.clone(),
             instance: instance::draw()?,
             held: AtomicBool::new(false),
@@ -257,9 +267,7 @@ impl PostgresStore {
             true => self.on_connection(|c| instance::release(c, &self.instance)),
             false => Ok(()),
         };
-        if let Ok(mut pool) = self.pool.lock() {
-            pool.clear();
-        }
+        self.pool.clear();
         released
     }
 
@@ -267,17 +275,18 @@ impl PostgresStore {
         &self,
         f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
-        let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
-        let mut client = match pooled {
-            Some(c) if !c.is_closed() => c,
-            _ => self.connect().map_err(|e| self.fail(e))?,
-        };
+        let sound = |c: &mut Client| !c.is_closed() && c.is_valid(CHECK_TIMEOUT).is_ok();
+        let mut client = self
+            .pool
+            .get(sound, || self.connect())
+            .map_err(|e| self.fail(e))?;
         let out = f(&mut client).map_err(|e| self.fail(e));
-        if !client.is_closed()
-            && let Ok(mut pool) = self.pool.lock()
-            && pool.len() < POOL
-        {
-            pool.push(client);
+        if client.is_closed() || matches!(out, Err(StoreError::Unreachable { .. })) {
+            // The database closed a connection, or is going down (a restart, a network cut):
+            // the idle ones are no better, and each would fail one operation of its own.
+            self.pool.clear();
+        } else {
+            self.pool.put(client);
         }
         out
     }
@@ -296,7 +305,7 @@ impl Drop for PostgresStore {
     /// one): the release runs and the pooled clients close on a thread of their own.
     fn drop(&mut self) {
         drop(self.heartbeat.get_mut().ok().and_then(Option::take)); // no renewal after the release
-        let mut pool = self.pool.get_mut().map(std::mem::take).unwrap_or_default();
+        let mut pool = self.pool.drain();
         let release = self.held.load(Ordering::Relaxed).then(|| {
             let (config, tls) = (self.config.clone(), self.tls.clone());
             (config, tls, self.instance.clone())

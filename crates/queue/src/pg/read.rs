@@ -25,16 +25,16 @@ fn state_of(code: i16) -> State {
 }
 
 fn item(row: &Row) -> (QueueKey, Item) {
-    let key = QueueKey::from_bytes(row.get::<_, &[u8]>(0));
+    let key = QueueKey::from_bytes(row.get::<_, &[u8]>("key"));
     let item = Item {
-        interface: row.get(1),
-        state: state_of(row.get(2)),
-        version: unsigned(row.get(3)),
-        queued_at_ms: unsigned(row.get(4)),
-        updated_at_ms: unsigned(row.get(6)),
-        attempts: u32::try_from(row.get::<_, i32>(7)).unwrap_or(0),
-        last_error: row.get(8),
-        xml: row.get(9),
+        interface: row.get("interface"),
+        state: state_of(row.get("state")),
+        version: unsigned(row.get("version")),
+        queued_at_ms: unsigned(row.get("queued_at")),
+        updated_at_ms: unsigned(row.get("updated_at")),
+        attempts: u32::try_from(row.get::<_, i32>("attempts")).unwrap_or(0),
+        last_error: row.get("last_error"),
+        xml: row.get("xml"),
     };
     (key, item)
 }
@@ -95,7 +95,10 @@ pub(super) fn lease(
             &to_seq,
         ],
     )?;
-    let mut items: Vec<Placed> = rows.iter().map(|r| (r.get(4), r.get(5), item(r))).collect();
+    let mut items: Vec<Placed> = rows
+        .iter()
+        .map(|r| (r.get("queued_at"), r.get("seq"), item(r)))
+        .collect();
     items.sort_by_key(|(at, seq, _)| (*at, *seq));
     Ok(items)
 }
@@ -123,13 +126,13 @@ pub(super) fn stats(c: &mut Client, interface: &str) -> Result<Stats, postgres::
         concat!(
             "SELECT count(*) FILTER (WHERE state = ",
             pending!(),
-            "), count(*) FILTER (WHERE state = ",
+            ") AS pending, count(*) FILTER (WHERE state = ",
             rejected!(),
-            "), count(*) FILTER (WHERE state = ",
+            ") AS rejected, count(*) FILTER (WHERE state = ",
             quarantined!(),
-            "), min(queued_at) FILTER (WHERE state = ",
+            ") AS quarantined, min(queued_at) FILTER (WHERE state = ",
             pending!(),
-            "), (SELECT n FROM delivered WHERE interface = $1)
+            ") AS oldest, (SELECT n FROM delivered WHERE interface = $1) AS delivered
              FROM item WHERE interface = $1"
         ),
         &[&interface],
@@ -141,20 +144,20 @@ pub(super) fn stats(c: &mut Client, interface: &str) -> Result<Stats, postgres::
             &[&interface],
         )?
         .map(|b| Backoff {
-            failures: u32::try_from(b.get::<_, i32>(0)).unwrap_or(0),
-            next_attempt_ms: unsigned(b.get(1)),
-            last_error: b.get(2),
-            last_error_ms: b.get::<_, Option<i64>>(3).map(unsigned),
-            paused: b.get(4),
-            last_success_ms: b.get::<_, Option<i64>>(5).map(unsigned),
+            failures: u32::try_from(b.get::<_, i32>("failures")).unwrap_or(0),
+            next_attempt_ms: unsigned(b.get("next_attempt_ms")),
+            last_error: b.get("last_error"),
+            last_error_ms: b.get::<_, Option<i64>>("last_error_ms").map(unsigned),
+            paused: b.get("paused"),
+            last_success_ms: b.get::<_, Option<i64>>("last_success_ms").map(unsigned),
         })
         .unwrap_or_default();
     Ok(Stats {
-        pending: unsigned(row.get(0)),
-        rejected: unsigned(row.get(1)),
-        quarantined: unsigned(row.get(2)),
-        delivered: row.get::<_, Option<i64>>(4).map_or(0, unsigned),
-        oldest_pending_ms: row.get::<_, Option<i64>>(3).map(unsigned),
+        pending: unsigned(row.get("pending")),
+        rejected: unsigned(row.get("rejected")),
+        quarantined: unsigned(row.get("quarantined")),
+        delivered: row.get::<_, Option<i64>>("delivered").map_or(0, unsigned),
+        oldest_pending_ms: row.get::<_, Option<i64>>("oldest").map(unsigned),
         backoff,
     })
 }
@@ -174,10 +177,10 @@ pub(super) fn receipts(
     for h in heads {
         out.push(Receipt {
             request_id: request_id.to_string(),
-            api_key: h.get(1),
-            received_at_ms: unsigned(h.get(2)),
-            interface: h.get(3),
-            records: lines(c, h.get(0))?,
+            api_key: h.get("api_key"),
+            received_at_ms: unsigned(h.get("received_at")),
+            interface: h.get("interface"),
+            records: lines(c, h.get("rid"))?,
         });
     }
     Ok(out)
@@ -185,8 +188,9 @@ pub(super) fn receipts(
 
 fn lines(c: &mut Client, rid: i64) -> Result<Vec<ReceiptRecord>, postgres::Error> {
     let rows = c.query(
-        "SELECT l.idx, l.key, s.state, s.at, s.reason, i.version = l.version, i.state,
-                coalesce(i.state_at, i.updated_at), i.last_error
+        "SELECT l.idx, l.key, s.state AS settled, s.at AS settled_at, s.reason,
+                i.version = l.version AS same, i.state AS now, coalesce(i.state_at,
+                i.updated_at) AS now_at, i.last_error
          FROM receipt_line l
          LEFT JOIN settled s ON s.key = l.key AND s.version = l.version
          LEFT JOIN item i ON i.key = l.key
@@ -196,18 +200,18 @@ fn lines(c: &mut Client, rid: i64) -> Result<Vec<ReceiptRecord>, postgres::Error
     Ok(rows
         .iter()
         .map(|r| {
-            let at = |i| r.get::<_, Option<i64>>(i).map(unsigned);
+            let at = |name| r.get::<_, Option<i64>>(name).map(unsigned);
             let settled = r
-                .get::<_, Option<i16>>(2)
-                .map(|code| (i64::from(code), at(3), r.get(4)));
-            let current = r.get::<_, Option<bool>>(5).map(|same| {
-                let code = r.get::<_, Option<i16>>(6).map_or(-1, i64::from);
-                (same, code, at(7), r.get(8))
+                .get::<_, Option<i16>>("settled")
+                .map(|code| (i64::from(code), at("settled_at"), r.get("reason")));
+            let current = r.get::<_, Option<bool>>("same").map(|same| {
+                let code = r.get::<_, Option<i16>>("now").map_or(-1, i64::from);
+                (same, code, at("now_at"), r.get("last_error"))
             });
             let (state, updated_at_ms, reason) = receipt_line(LineFacts { settled, current });
             ReceiptRecord {
-                index: u32::try_from(r.get::<_, i32>(0)).unwrap_or(0),
-                key: QueueKey::from_bytes(r.get::<_, &[u8]>(1)).to_string(),
+                index: u32::try_from(r.get::<_, i32>("idx")).unwrap_or(0),
+                key: QueueKey::from_bytes(r.get::<_, &[u8]>("key")).to_string(),
                 state,
                 updated_at_ms,
                 reason,

@@ -97,6 +97,9 @@ const SCHEMA_VERSION: i64 = 2;
 /// How long a connection waits for a lock another connection (the CLI beside the service, a
 /// checkpoint) holds before reporting the store busy.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Idle read connections kept for reuse (delivery lanes, status, receipts).
+const READERS: usize = 4;
 /// The writer checkpoints by itself once the WAL has grown this far (pages), a safety net
 /// should the background thread fall behind (under a steady load its PASSIVE checkpoints
 /// rarely reach the WAL's end, and only a checkpoint that does lets the WAL start over).
@@ -147,7 +150,7 @@ const VERSION_BLOCK: u64 = 1 << 16;
 pub struct SqliteStore {
     path: PathBuf,
     writer: Arc<Mutex<WriterConn>>,
-    readers: Mutex<Vec<Connection>>,
+    readers: crate::pool::Pool<Connection>,
     space: Space,
     /// Set when SQLite reported damage: the store is never served silently (D29).
     damaged: Mutex<Option<String>>,
@@ -223,7 +226,7 @@ impl SqliteStore {
             space: Space::new(data_dir, min_free_bytes),
             path,
             writer,
-            readers: Mutex::new(Vec::new()),
+            readers: crate::pool::Pool::new(READERS, Duration::MAX),
             damaged: Mutex::new(None),
             last_check: Mutex::new(Some(Instant::now())),
             checkpointer: Mutex::new(checkpointer),
@@ -286,23 +289,22 @@ impl SqliteStore {
         read().map_err(|e| self.fail(e))
     }
 
+    /// A read connection: an idle one, or a new one (a file's connection does not go stale).
+    fn reader(&self) -> Result<Connection, StoreError> {
+        self.readers
+            .get(|_| true, || connect(&self.path, false))
+            .map_err(|e| self.fail(e))
+    }
+
     /// Runs `f` on a read connection (one from the pool, or a new one).
     fn read<T>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, rusqlite::Error>,
     ) -> Result<T, StoreError> {
         self.open_for_use()?;
-        let pooled = self.readers.lock().ok().and_then(|mut p| p.pop());
-        let conn = match pooled {
-            Some(c) => c,
-            None => connect(&self.path, false).map_err(|e| self.fail(e))?,
-        };
+        let conn = self.reader()?;
         let out = f(&conn).map_err(|e| self.fail(e));
-        if let Ok(mut pool) = self.readers.lock()
-            && pool.len() < 4
-        {
-            pool.push(conn);
-        }
+        self.readers.put(conn);
         out
     }
 
@@ -388,9 +390,7 @@ impl SqliteStore {
         if self.halt.reason().is_some() {
             return Ok(());
         }
-        if let Ok(mut readers) = self.readers.lock() {
-            readers.clear();
-        }
+        self.readers.clear();
         let mut w = self
             .writer
             .lock()
@@ -452,15 +452,9 @@ impl SqliteStore {
         if !due {
             return Ok(());
         }
-        let pooled = self.readers.lock().ok().and_then(|mut p| p.pop());
-        let mut conn = match pooled {
-            Some(c) => c,
-            None => connect(&self.path, false).map_err(|e| self.fail(e))?,
-        };
+        let mut conn = self.reader()?;
         let result = check::bounded_check(&mut conn, &self.path, check::SHORT_CHECK_BUDGET);
-        if let Ok(mut pool) = self.readers.lock() {
-            pool.push(conn);
-        }
+        self.readers.put(conn);
         if let Err(StoreError::Damaged { detail, .. }) = &result
             && let Ok(mut d) = self.damaged.lock()
         {

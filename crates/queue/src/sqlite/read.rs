@@ -8,7 +8,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use std::collections::HashMap;
 
-/// The columns [`decode`] reads, after the rowid.
+/// The columns [`decode`] reads, by name.
 pub(super) const COLUMNS: &str =
     "rowid, key, interface, state, version, queued_at, updated_at, attempts, last_error, xml";
 
@@ -29,7 +29,7 @@ impl From<rusqlite::Error> for Bad {
 
 /// An item row (selected with [`COLUMNS`]), or why it cannot be read.
 pub(super) fn decode(row: &Row<'_>) -> rusqlite::Result<Result<(QueueKey, Item), Unreadable>> {
-    let rowid: i64 = row.get(0)?;
+    let rowid: i64 = row.get("rowid")?;
     match cells(row) {
         Ok(item) => Ok(Ok(item)),
         Err(Bad::Row(reason)) => Ok(Err((rowid, reason))),
@@ -38,14 +38,14 @@ pub(super) fn decode(row: &Row<'_>) -> rusqlite::Result<Result<(QueueKey, Item),
 }
 
 fn cells(row: &Row<'_>) -> Result<(QueueKey, Item), Bad> {
-    let int = |i: usize, name: &str| -> Result<u64, Bad> {
-        match row.get_ref(i)? {
+    let int = |name: &str| -> Result<u64, Bad> {
+        match row.get_ref(name)? {
             ValueRef::Integer(n) if n >= 0 => Ok(n as u64),
             other => Err(Bad::Row(format!("{name} is {other:?}, not a count"))),
         }
     };
-    let text = |i: usize, name: &str| -> Result<String, Bad> {
-        match row.get_ref(i)? {
+    let text = |name: &str| -> Result<String, Bad> {
+        match row.get_ref(name)? {
             ValueRef::Text(t) => String::from_utf8(t.to_vec())
                 .map_err(|e| Bad::Row(format!("{name} is not valid UTF-8 ({e})"))),
             other => Err(Bad::Row(format!(
@@ -54,29 +54,29 @@ fn cells(row: &Row<'_>) -> Result<(QueueKey, Item), Bad> {
             ))),
         }
     };
-    let key = match row.get_ref(1)? {
+    let key = match row.get_ref("key")? {
         ValueRef::Blob(b) => QueueKey::from_bytes(b),
         other => return Err(Bad::Row(format!("key is {:?}", other.data_type()))),
     };
-    let state = match row.get_ref(3)? {
+    let state = match row.get_ref("state")? {
         ValueRef::Integer(code) => State::from_code(code).ok_or_else(|| code.to_string()),
         other => Err(format!("{:?}", other.data_type())),
     };
     let state = state.map_err(|shown| Bad::Row(crate::codes::unknown_state(&shown)))?;
-    let last_error = match row.get_ref(8)? {
+    let last_error = match row.get_ref("last_error")? {
         ValueRef::Null => None,
-        _ => Some(text(8, "last_error")?),
+        _ => Some(text("last_error")?),
     };
     let item = Item {
-        interface: text(2, "interface")?,
-        version: int(4, "version")?,
+        interface: text("interface")?,
+        version: int("version")?,
         state,
-        queued_at_ms: int(5, "queued_at")?,
-        updated_at_ms: int(6, "updated_at")?,
-        attempts: u32::try_from(int(7, "attempts")?)
+        queued_at_ms: int("queued_at")?,
+        updated_at_ms: int("updated_at")?,
+        attempts: u32::try_from(int("attempts")?)
             .map_err(|_| Bad::Row("attempts out of range".into()))?,
         last_error,
-        xml: text(9, "xml")?,
+        xml: text("xml")?,
     };
     Ok((key, item))
 }
@@ -203,13 +203,14 @@ pub(super) fn stats(conn: &Connection, interface: &str) -> rusqlite::Result<Stat
                     last_success_ms FROM backoff WHERE interface = ?1",
         )?
         .query_row(params![interface], |r| {
+            let ms = |t: Option<i64>| t.and_then(|t| t.try_into().ok());
             Ok(Backoff {
-                failures: r.get(0)?,
-                next_attempt_ms: r.get::<_, i64>(1)?.try_into().unwrap_or(0),
-                last_error: r.get(2)?,
-                last_error_ms: r.get::<_, Option<i64>>(3)?.and_then(|t| t.try_into().ok()),
-                paused: r.get::<_, i64>(4)? != 0,
-                last_success_ms: r.get::<_, Option<i64>>(5)?.and_then(|t| t.try_into().ok()),
+                failures: r.get("failures")?,
+                next_attempt_ms: r.get::<_, i64>("next_attempt_ms")?.try_into().unwrap_or(0),
+                last_error: r.get("last_error")?,
+                last_error_ms: ms(r.get("last_error_ms")?),
+                paused: r.get::<_, i64>("paused")? != 0,
+                last_success_ms: ms(r.get("last_success_ms")?),
             })
         })
         .optional()?
