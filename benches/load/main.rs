@@ -8,6 +8,7 @@
 //! cargo bench --bench load -- hostile [--requests N]
 //! cargo bench --bench load -- floor [--rounds N] [--records N]
 //! cargo bench --bench load -- backup [--records N] [--concurrency C]
+//! cargo bench --bench load -- scrape [--records N] [--concurrency C] [--duration S] [--pairs P]
 //! ```
 //!
 //! `intake` starts the release binary on a loopback port, drives it from C keep-alive clients
@@ -33,6 +34,7 @@ mod pg;
 mod records;
 mod report;
 mod scale;
+mod scrape;
 mod service;
 
 use ap_intake::interfaces::{INTERFACES, Interface, by_path};
@@ -136,6 +138,20 @@ enum What {
         records: usize,
         #[arg(long, default_value_t = 4)]
         concurrency: usize,
+    },
+    /// The intake with `/metrics` and `/readyz` asked every second, and without, alternated.
+    Scrape {
+        /// Records per request.
+        #[arg(long, default_value_t = 100)]
+        records: usize,
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        /// Seconds a run.
+        #[arg(long, default_value_t = 10)]
+        duration: u64,
+        /// Runs of each kind.
+        #[arg(long, default_value_t = 3)]
+        pairs: usize,
     },
     /// What the machine allows without ap-intake: the disk's fsync latency, and SQLite alone
     /// storing GL-sized records durably at 1, 100 and 1,000 a commit.
@@ -260,6 +276,21 @@ fn main() {
             }
         }
         What::Floor { rounds, records } => floor::run(dir.path(), rounds, records),
+        What::Scrape {
+            records,
+            concurrency,
+            duration,
+            pairs,
+        } => {
+            let load = intake::Load {
+                iface: by_path("/general-ledger-codes/v1").expect("GL codes"),
+                per_request: records,
+                concurrency,
+                duration: Duration::from_secs(duration),
+                receipts: true,
+            };
+            scrape::run(&runtime, dir.path(), &load, pairs);
+        }
     }
 }
 

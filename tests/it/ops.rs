@@ -124,6 +124,54 @@ fn connections_over_the_cap_wait_for_a_free_slot() {
     assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
 }
 
+/// Issue 46: readiness writes nothing while the queue is busy. A probe and a scrape answer
+/// from the last write when it was recent (`queue::recent`); only a queue that has written
+/// nothing for `PROBE_EVERY` is probed with a write of its own. Scrapes do not compete with
+/// the intake's commits.
+#[test]
+fn readiness_answers_from_the_last_write_and_probes_at_most_every_few_seconds() {
+    let app = TestApp::start(); // nothing queued: nothing is delivered
+    let probe_row = || -> Option<i64> {
+        let file = app.data_dir().join(ap_intake::queue::sqlite::FILE_NAME);
+        let conn = rusqlite::Connection::open(file).unwrap();
+        conn.query_row("SELECT value FROM meta WHERE name = 'probe'", [], |r| {
+            r.get(0)
+        })
+        .ok()
+    };
+    let ready = || {
+        assert_eq!(get(&app.ops_url("/readyz")).status, 200);
+        assert!(
+            get(&app.ops_url("/metrics"))
+                .text
+                .contains("\nap_intake_ready 1\n")
+        );
+    };
+    // The start's own writes (pruning receipts) answer for a while; then the queue idles.
+    std::thread::sleep(ap_intake::queue::recent::PROBE_EVERY + Duration::from_millis(200));
+    ready();
+    let first = probe_row().expect("an idle queue is probed with a write");
+    for _ in 0..10 {
+        ready();
+    }
+    assert_eq!(probe_row(), Some(first), "one probe answers for a while");
+    std::thread::sleep(ap_intake::queue::recent::PROBE_EVERY + Duration::from_millis(200));
+    ready();
+    let second = probe_row().unwrap();
+    assert!(
+        second > first,
+        "probed again after a quiet spell: {first} -> {second}"
+    );
+    // A commit of the intake answers for the queue as well as a probe would.
+    std::thread::sleep(ap_intake::queue::recent::PROBE_EVERY + Duration::from_millis(200));
+    let gl = [fixture("general-ledger-codes", "minimal")];
+    assert_eq!(app.post_records(GL, &gl).status, 202);
+    for _ in 0..10 {
+        ready();
+    }
+    assert_eq!(probe_row(), Some(second), "the commit answered, no probe");
+}
+
 #[test]
 fn healthz_readyz_and_metrics() {
     let app = TestApp::start();

@@ -36,6 +36,7 @@ pub use ap_intake_core::key;
 pub mod pg;
 mod pool;
 pub mod receipt;
+pub mod recent;
 pub mod space;
 pub mod sqlite;
 pub mod stop;
@@ -347,6 +348,10 @@ pub enum StoreError {
         /// Keys moved.
         moved: usize,
     },
+    /// The store's last write failed a moment ago, as it said then (readiness from it,
+    /// `recent.rs`).
+    #[error("{0}")]
+    LastWriteFailed(String),
     /// The readiness probe's write did not read back.
     #[error("the queue's probe write did not read back")]
     ProbeFailed,
@@ -440,7 +445,10 @@ pub trait Store: Send + Sync + 'static {
     /// Stores the retry state of one interface.
     fn set_backoff(&self, interface: &str, backoff: &Backoff) -> Result<(), StoreError>;
 
-    /// Writes and reads back a marker: the storage accepts writes (readiness check).
+    /// Whether the storage takes writes (readiness, D29, D30): known damage, a failed flush
+    /// and the outcome of a write within [`recent::PROBE_EVERY`] answer at once; only a store
+    /// that has written nothing for that long writes a marker and reads it back. A busy
+    /// queue is never written to for this.
     fn probe(&self) -> Result<(), StoreError>;
 
     /// What the store is and how it keeps data, in a line for the start-up log.

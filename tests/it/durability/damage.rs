@@ -766,9 +766,17 @@ fn readyz_answers_503_once_the_running_service_met_damage() {
 
     flip_page(&setup.file(), page);
     let listed = setup.run("status", &["rejected"]);
-    let (code, body) = get_text(admin, "/readyz");
+    // Readiness answers from the queue's last write while it is recent, and probes with a
+    // write of its own at least every PROBE_EVERY (issue 46): the damage shows by then.
     let file = setup.file().display().to_string();
-    let named = body.contains(&file) && body.contains("damaged") && body.contains("check-store");
+    let (mut code, mut body) = (0, String::new());
+    let named = crate::common::wait_for(
+        ap_intake::queue::recent::PROBE_EVERY + Duration::from_secs(5),
+        || {
+            (code, body) = get_text(admin, "/readyz");
+            body.contains(&file) && body.contains("damaged") && body.contains("check-store")
+        },
+    );
     let exit = service.terminate();
     assert!(
         code == 503 && named,

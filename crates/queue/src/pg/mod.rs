@@ -107,6 +107,8 @@ pub struct PostgresStore {
     /// Tripped when the heartbeat finds the schema migrated past [`SCHEMA_VERSION`] by a
     /// newer node: every later call is refused, and the service stops (exit 78).
     halt: crate::Halt,
+    /// The outcome of the last write, for readiness without a write of its own.
+    last_write: crate::recent::LastWrite,
 }
 
 impl PostgresStore {
@@ -143,6 +145,7 @@ impl PostgresStore {
             closed: AtomicBool::new(false),
             cursors: Mutex::default(),
             halt: crate::Halt::default(),
+            last_write: crate::recent::LastWrite::default(),
         };
         let found = store.with(migrate)?;
         if found > SCHEMA_VERSION {

@@ -11,12 +11,14 @@ impl PostgresStore {
         &self,
         f: impl FnOnce(&mut Transaction<'_>) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
-        self.with(|c: &mut Client| {
+        let outcome = self.with(|c: &mut Client| {
             let mut tx = c.transaction()?;
             let out = f(&mut tx)?;
             tx.commit()?;
             Ok(out)
-        })
+        });
+        self.last_write.note(&outcome);
+        outcome
     }
 }
 
@@ -115,7 +117,12 @@ impl Store for PostgresStore {
     }
 
     fn probe(&self) -> Result<(), StoreError> {
-        match self.with(|c| write::probe(c, &self.instance))? {
+        if let Some(recent) = self.last_write.recent() {
+            return recent;
+        }
+        let probed = self.with(|c| write::probe(c, &self.instance));
+        self.last_write.note(&probed);
+        match probed? {
             true => Ok(()),
             false => Err(StoreError::ProbeFailed),
         }

@@ -154,6 +154,8 @@ pub struct SqliteStore {
     space: Space,
     /// Set when SQLite reported damage: the store is never served silently (D29).
     damaged: Mutex<Option<String>>,
+    /// The outcome of the last write, for readiness without a write of its own.
+    last_write: crate::recent::LastWrite,
     /// When `/readyz` last ran the integrity check (it runs at most every [`RECHECK_EVERY`]).
     last_check: Mutex<Option<Instant>>,
     checkpointer: Mutex<Option<checkpoint::Checkpointer>>,
@@ -228,6 +230,7 @@ impl SqliteStore {
             writer,
             readers: crate::pool::Pool::new(READERS, Duration::MAX),
             damaged: Mutex::new(None),
+            last_write: crate::recent::LastWrite::default(),
             last_check: Mutex::new(Some(Instant::now())),
             checkpointer: Mutex::new(checkpointer),
             closed: Default::default(),
@@ -312,6 +315,17 @@ impl SqliteStore {
     /// start, so it never has to be retried). With `grows`, the free-space rule (D30) is
     /// checked first: deliveries, which free space, run even when intake is refused.
     fn write<T, E: Into<Fault>>(
+        &self,
+        grows: bool,
+        f: impl FnOnce(&rusqlite::Transaction<'_>, &mut u64) -> Result<T, E>,
+    ) -> Result<T, StoreError> {
+        let outcome = self.write_once(grows, f);
+        self.last_write.note(&outcome);
+        outcome
+    }
+
+    /// [`SqliteStore::write`], its outcome not yet noted.
+    fn write_once<T, E: Into<Fault>>(
         &self,
         grows: bool,
         f: impl FnOnce(&rusqlite::Transaction<'_>, &mut u64) -> Result<T, E>,
@@ -461,6 +475,20 @@ impl SqliteStore {
             d.get_or_insert_with(|| detail.clone());
         }
         result
+    }
+
+    /// The free-space rule (D30), as a write that grows would meet it.
+    pub(super) fn space_check(&self) -> Result<(), StoreError> {
+        self.space.check()
+    }
+
+    /// Readiness from the last write, when it was recent (`recent.rs`); a failed flush
+    /// answers at once (D40).
+    pub(super) fn recent_write(&self) -> Option<Result<(), StoreError>> {
+        if let Err(e) = self.halted() {
+            return Some(Err(e));
+        }
+        self.last_write.recent()
     }
 
     fn damage(&self) -> Option<String> {

@@ -99,6 +99,11 @@ impl Store for SqliteStore {
             });
         }
         self.recheck()?;
+        // Free space is a fact of the moment (D30), known without a write.
+        self.space_check()?;
+        if let Some(recent) = self.recent_write() {
+            return recent;
+        }
         match self.write(true, |tx, _| write::probe(tx, crate::now_ms()))? {
             true => Ok(()),
             false => Err(StoreError::ProbeFailed),
