@@ -212,43 +212,34 @@ const TREES: [&str; 8] = [
     "benches",
 ];
 
-/// Whether a file of this name is anywhere under `dir`.
-fn anywhere(dir: &Path, name: &str) -> bool {
+/// The files of this name under `dir` (build outputs, git and node_modules left out).
+fn found_under(dir: &Path, name: &str, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return false;
+        return;
     };
-    entries.flatten().any(|e| {
+    for e in entries.flatten() {
         let p = e.path();
-        let skip = p.ends_with("target") || p.ends_with(".git") || p.ends_with("node_modules");
-        !skip && (e.file_name() == name || (p.is_dir() && anywhere(&p, name)))
-    })
+        if p.ends_with("target") || p.ends_with(".git") || p.ends_with("node_modules") {
+            continue;
+        }
+        if e.file_name() == name {
+            out.push(p.clone());
+        }
+        if p.is_dir() {
+            found_under(&p, name, out);
+        }
+    }
 }
 
-/// Where a path the docs name may be: the repository, or under one of the crates' sources
-/// and the test trees (the docs name files as a reader of that folder would); `queue/...` and
-/// `core/...` are the crates of those names. A bare file name (`wire.rs`, in a sentence about
-/// the HTTP edge) is a file of that name somewhere in those trees.
-fn exists(path: &str) -> bool {
+/// The files a path the docs name may be. It is looked for in the repository, then under
+/// the crates' sources and the test trees, in that order (the docs name files as a reader of
+/// that folder would; `queue/...` and `core/...` are the crates of those names), and the
+/// first that has it is the one. A bare file name found in none of them directly (`fault.rs`,
+/// in a sentence about the queue) is looked for anywhere in the product's trees (not the
+/// tests' or the benchmarks'): it must be one file.
+fn resolve(path: &str) -> Vec<PathBuf> {
     let path = path.trim_end_matches('/');
-    // What builds and `.ci/run` make under target/ is not in a fresh clone.
-    if path.starts_with("target/") {
-        return true;
-    }
-    if !path.contains('/') {
-        return [
-            "src",
-            "crates",
-            "tests",
-            "benches",
-            "packaging",
-            "systemd",
-            "schemas",
-        ]
-        .iter()
-        .any(|d| anywhere(&root().join(d), path))
-            || root().join(path).exists();
-    }
-    let candidates: Vec<PathBuf> = TREES
+    let first = TREES
         .iter()
         .map(|base| root().join(base).join(path))
         .chain(
@@ -259,8 +250,24 @@ fn exists(path: &str) -> bool {
             .iter()
             .filter_map(|(p, to)| path.strip_prefix(p).map(|rest| root().join(to).join(rest))),
         )
-        .collect();
-    candidates.iter().any(|c| c.exists())
+        .find(|c| c.exists());
+    if let Some(found) = first {
+        return vec![found];
+    }
+    let mut found = Vec::new();
+    if !path.contains('/') {
+        for d in ["src", "crates", "packaging", "systemd", "schemas"] {
+            found_under(&root().join(d), path, &mut found);
+        }
+    }
+    found
+}
+
+/// Whether a path the docs name names one file (or folder): none is a stale name, several an
+/// ambiguous one (`wire.rs` alone could be any of three).
+fn exists(path: &str) -> bool {
+    // What builds and `.ci/run` make under target/ is not in a fresh clone.
+    path.starts_with("target/") || resolve(path).len() == 1
 }
 
 /// The paths in `text`'s code spans: a span of path characters with a `/` or a file
@@ -318,7 +325,13 @@ fn every_path_the_developer_docs_name_exists() {
         let text = std::fs::read_to_string(root().join(doc)).unwrap();
         for path in named_paths(&text) {
             if !exists(&path) {
-                missing.push(format!("{doc}: `{path}`"));
+                let found = resolve(&path).len();
+                let why = if found == 0 {
+                    "no such file"
+                } else {
+                    "names several files"
+                };
+                missing.push(format!("{doc}: `{path}`: {why}"));
             }
         }
         if doc == "DEVELOPERS.md" {
@@ -333,7 +346,7 @@ fn every_path_the_developer_docs_name_exists() {
     }
     assert!(
         missing.is_empty(),
-        "paths that do not exist:\n{}",
+        "paths the docs name that do not name one file:\n{}",
         missing.join("\n")
     );
 }
@@ -355,8 +368,19 @@ fn the_path_readers_find_paths() {
             "README.md"
         ]
     );
-    assert!(exists("queue/sqlite/mod.rs") && exists("http/routes.rs") && exists("wire.rs"));
+    assert!(exists("queue/sqlite/mod.rs") && exists("http/routes.rs") && exists("tidy.rs"));
     assert!(!exists("nothing.rs") && !exists("http/intake.rs"));
+    // A bare name must name one file: there are several of these, none at a tree's top.
+    assert!(!exists("wire.rs") && !exists("mod.rs"));
+    // Looked for anywhere in the product's trees only: a test helper is not the intake.
+    assert!(
+        !exists("intake.rs"),
+        "src/intake/mod.rs, not benches/load/intake.rs"
+    );
+    assert!(
+        exists("service.rs"),
+        "src/service.rs, before benches/load/service.rs"
+    );
 }
 
 /// The engine files' code (comments and `#[cfg(test)]` modules left out), each with its path.
@@ -401,5 +425,105 @@ fn engine_sql_names_no_state_number_of_its_own() {
         found.is_empty(),
         "state numbers written in engine SQL (use queue/codes.rs):\n{}",
         found.join("\n")
+    );
+}
+
+/// The module table of ARCHITECTURE.md: each row's modules (`main.rs`, `commands.rs` and
+/// `copies.rs` are the binary's root, `main`) and the modules its "imports" column names.
+fn module_table(text: &str) -> Vec<(Vec<String>, BTreeSet<String>)> {
+    let table = text.split("| module | role | imports |").nth(1).unwrap();
+    let words = regex::Regex::new(r"[a-z_]+").unwrap();
+    let bracketed = regex::Regex::new(r"\([^)]*\)").unwrap();
+    table
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|row| {
+            let cells: Vec<&str> = row.split('|').collect();
+            let modules = cells[1]
+                .split(',')
+                .map(|m| {
+                    let m = m.split('`').nth(1).unwrap_or("").trim_end_matches(".rs");
+                    match m {
+                        "commands" | "copies" => "main".to_string(),
+                        other => other.to_string(),
+                    }
+                })
+                .collect();
+            let imports = bracketed.replace_all(cells[3], "");
+            let imports = words
+                .find_iter(&imports)
+                .map(|w| w.as_str().to_string())
+                .collect();
+            (modules, imports)
+        })
+        .collect()
+}
+
+/// Issue 46: ARCHITECTURE.md's module table is what `.ci/module-deps` finds in `src/`: each
+/// row names exactly the crate's modules it imports, and every import points down the table
+/// (a module may import the rows below it, never above).
+#[test]
+fn the_module_table_of_architecture_md_is_what_module_deps_finds() {
+    let out = std::process::Command::new("python3")
+        .arg(root().join(".ci/module-deps"))
+        .args(["--no-tests", "--json"])
+        .output()
+        .unwrap();
+    let found: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "module-deps --json: {e}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let modules: BTreeSet<String> = found["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().to_string())
+        .chain(["main".to_string()])
+        .collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in found["edges"].as_array().unwrap() {
+        let (from, to) = (e["from"].as_str().unwrap(), e["to"].as_str().unwrap());
+        if to != "lib" && from != "lib" {
+            edges.entry(from.into()).or_default().insert(to.into());
+        }
+    }
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let table = module_table(&text);
+    let mut row_of = BTreeMap::new();
+    let mut wrong = Vec::new();
+    for (i, (row_modules, imports)) in table.iter().enumerate() {
+        let named: BTreeSet<String> = imports.intersection(&modules).cloned().collect();
+        let mut real = BTreeSet::new();
+        for m in row_modules {
+            row_of.insert(m.clone(), i);
+            real.extend(edges.get(m).cloned().unwrap_or_default());
+        }
+        if named != real {
+            wrong.push(format!(
+                "{row_modules:?}: the table says {named:?}, the code {real:?}"
+            ));
+        }
+    }
+    for m in &modules {
+        if !row_of.contains_key(m) {
+            wrong.push(format!("{m}: no row"));
+        }
+    }
+    for (from, tos) in &edges {
+        for to in tos {
+            if let (Some(a), Some(b)) = (row_of.get(from), row_of.get(to))
+                && b <= a
+            {
+                wrong.push(format!("{from} imports {to}, which is not below it"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "ARCHITECTURE.md's module table:\n{}",
+        wrong.join("\n")
     );
 }
