@@ -62,14 +62,8 @@ enum What {
         /// The interface's path, or `all` for each in turn (and a table at the end).
         #[arg(long, default_value = "/general-ledger-codes/v1")]
         interface: String,
-        /// Records per request.
-        #[arg(long, default_value_t = 100)]
-        records: usize,
-        #[arg(long, default_value_t = 16)]
-        concurrency: usize,
-        /// Seconds.
-        #[arg(long, default_value_t = 10)]
-        duration: u64,
+        #[command(flatten)]
+        load: LoadArgs,
         /// Skip the in-process limit.
         #[arg(long)]
         service_only: bool,
@@ -141,14 +135,8 @@ enum What {
     },
     /// The intake with `/metrics` and `/readyz` asked every second, and without, alternated.
     Scrape {
-        /// Records per request.
-        #[arg(long, default_value_t = 100)]
-        records: usize,
-        #[arg(long, default_value_t = 16)]
-        concurrency: usize,
-        /// Seconds a run.
-        #[arg(long, default_value_t = 10)]
-        duration: u64,
+        #[command(flatten)]
+        load: LoadArgs,
         /// Runs of each kind.
         #[arg(long, default_value_t = 3)]
         pairs: usize,
@@ -165,6 +153,32 @@ enum What {
     },
 }
 
+/// The intake load of `intake` and `scrape`.
+#[derive(clap::Args)]
+struct LoadArgs {
+    /// Records per request.
+    #[arg(long, default_value_t = 100)]
+    records: usize,
+    /// Keep-alive clients sending at once.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Seconds a run.
+    #[arg(long, default_value_t = 10)]
+    duration: u64,
+}
+
+impl LoadArgs {
+    fn of(&self, iface: &'static Interface, receipts: bool) -> intake::Load {
+        intake::Load {
+            iface,
+            per_request: self.records,
+            concurrency: self.concurrency,
+            duration: Duration::from_secs(self.duration),
+            receipts,
+        }
+    }
+}
+
 fn main() {
     let args = Args::parse();
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
@@ -177,9 +191,7 @@ fn main() {
     match args.what {
         What::Intake {
             interface,
-            records,
-            concurrency,
-            duration,
+            load: args,
             service_only,
             limit_only,
             no_receipts,
@@ -205,13 +217,7 @@ fn main() {
             let mut failures = 0;
             let mut summary = Vec::new();
             for iface in ifaces {
-                let load = intake::Load {
-                    iface,
-                    per_request: records,
-                    concurrency,
-                    duration: Duration::from_secs(duration),
-                    receipts: !no_receipts,
-                };
+                let load = args.of(iface, !no_receipts);
                 let (served, limit) = intake_run(&runtime, dir.path(), &load, &side);
                 failures += served.as_ref().map_or(0, |r| r.errors());
                 failures += limit.as_ref().map_or(0, |r| r.errors());
@@ -276,20 +282,9 @@ fn main() {
             }
         }
         What::Floor { rounds, records } => floor::run(dir.path(), rounds, records),
-        What::Scrape {
-            records,
-            concurrency,
-            duration,
-            pairs,
-        } => {
-            let load = intake::Load {
-                iface: by_path("/general-ledger-codes/v1").expect("GL codes"),
-                per_request: records,
-                concurrency,
-                duration: Duration::from_secs(duration),
-                receipts: true,
-            };
-            scrape::run(&runtime, dir.path(), &load, pairs);
+        What::Scrape { load, pairs } => {
+            let gl = by_path("/general-ledger-codes/v1").expect("GL codes");
+            scrape::run(&runtime, dir.path(), &load.of(gl, true), pairs);
         }
     }
 }
