@@ -27,6 +27,7 @@ pub mod intake;
 pub mod keys;
 pub mod live;
 pub mod metrics;
+pub mod oauth2;
 pub mod offline;
 pub mod openapi;
 pub mod reload;

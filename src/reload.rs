@@ -138,6 +138,8 @@ impl Reloader {
             schema_dir: _,
             accounting_types: _,
             receipt_retention: _,
+            oauth2: _,
+            accept: _,
         } = next;
         // Sandbox or not is decided at start: keys and deliveries follow the running mode.
         let sandbox = self.started.sandbox;
@@ -202,11 +204,15 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
         accounting_types,
         delivery,
         receipt_retention,
+        oauth2,
+        accept,
         // Applied by `apply`.
         api_keys: _,
         platform: _,
     } = new;
     differs("sandbox", old.sandbox != *sandbox);
+    differs("oauth2", old.oauth2 != *oauth2);
+    differs("auth.accept", old.accept != *accept);
     let Server {
         listen,
         tls,

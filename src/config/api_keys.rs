@@ -56,45 +56,58 @@ impl RawApiKey {
                 "sha256",
                 "must be 64 hex characters (the SHA-256 of the key)".to_string(),
             ))?;
-        if self.interfaces.is_empty() {
-            return Err((
-                "interfaces",
-                "list [\"*\"] or the paths the key may use".into(),
-            ));
-        }
-        let access = if self.interfaces.iter().any(|i| i == "*") {
-            Access::All
-        } else {
-            let ids = self
-                .interfaces
-                .iter()
-                .map(|p| {
-                    interfaces::by_path(p).map(|i| i.id).ok_or((
-                        "interfaces",
-                        format!(
-                            "{p:?} is not an interface path, such as \"/general-ledger-codes/v1\""
-                        ),
-                    ))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            Access::Only(ids)
-        };
-        let nonzero = |v: u32, key| {
-            std::num::NonZeroU32::new(v).ok_or((key, "must be at least 1".to_string()))
-        };
-        let rate_limit = match (self.rate_limit_per_second, self.burst) {
-            (None, None) => None,
-            (None, Some(_)) => return Err(("burst", "needs rate_limit_per_second".into())),
-            (Some(rate), burst) => Some(RateLimit {
-                per_second: nonzero(rate, "rate_limit_per_second")?,
-                burst: nonzero(burst.unwrap_or(rate), "burst")?,
-            }),
-        };
         Ok(ApiKey {
             name: self.name,
             sha256,
-            access,
-            rate_limit,
+            access: access_of(&self.interfaces)?,
+            rate_limit: rate_limit(self.rate_limit_per_second, self.burst)?,
         })
+    }
+}
+
+/// The interfaces a key or an OAuth2 client may use: `["*"]`, or paths
+/// (`/general-ledger-codes/v1`), or interface ids (`general-ledger-codes-v1`, D47).
+pub(super) fn access_of(list: &[String]) -> Result<Access, (&'static str, String)> {
+    if list.is_empty() {
+        return Err((
+            "interfaces",
+            "list [\"*\"] or the paths the key may use".into(),
+        ));
+    }
+    if list.iter().any(|i| i == "*") {
+        return Ok(Access::All);
+    }
+    let ids = list
+        .iter()
+        .map(|p| {
+            interfaces::by_path(p)
+                .or_else(|| interfaces::INTERFACES.iter().find(|i| i.id == p))
+                .map(|i| i.id)
+                .ok_or((
+                    "interfaces",
+                    format!(
+                        "{p:?} is not an interface path, such as \"/general-ledger-codes/v1\", or \
+                         id, such as \"general-ledger-codes-v1\""
+                    ),
+                ))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Access::Only(ids))
+}
+
+/// A rate limit from its two keys: none, or a rate and a burst (the rate when not given).
+pub(super) fn rate_limit(
+    per_second: Option<u32>,
+    burst: Option<u32>,
+) -> Result<Option<RateLimit>, (&'static str, String)> {
+    let nonzero =
+        |v: u32, key| std::num::NonZeroU32::new(v).ok_or((key, "must be at least 1".to_string()));
+    match (per_second, burst) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(("burst", "needs rate_limit_per_second".into())),
+        (Some(rate), burst) => Ok(Some(RateLimit {
+            per_second: nonzero(rate, "rate_limit_per_second")?,
+            burst: nonzero(burst.unwrap_or(rate), "burst")?,
+        })),
     }
 }

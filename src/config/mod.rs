@@ -3,6 +3,7 @@
 //! runs as a sandbox (D21).
 
 mod api_keys;
+mod oauth2;
 mod database;
 mod network;
 mod platform;
@@ -10,6 +11,7 @@ mod server;
 mod storage;
 
 pub use api_keys::{Access, ApiKey, RateLimit};
+pub use oauth2::{Accept, External, KeySource, OAuth2Client, OAuth2Server};
 
 /// A problem with one key of a section, found by the section's check: (the key below the
 /// section, the message). `RawConfig::check` prefixes the section and the file.
@@ -98,6 +100,9 @@ pub struct RawConfig {
     log: RawLog,
     #[serde(default)]
     receipts: RawReceipts,
+    oauth2: Option<oauth2::RawOAuth2>,
+    #[serde(default)]
+    auth: oauth2::RawAuth,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -176,6 +181,10 @@ pub struct Config {
     /// How long receipts of requests are kept (`[receipts] retention_days`, D38); zero
     /// keeps none.
     pub receipt_retention: Duration,
+    /// OAuth 2.0 (D47): the service's own tokens and the customer's provider's.
+    pub oauth2: Option<OAuth2Server>,
+    /// What authenticates a request (`[auth] accept`, D47).
+    pub accept: Accept,
 }
 
 impl Config {
@@ -210,6 +219,12 @@ impl Config {
             platform: None,
             delivery: Delivery::default(),
             receipt_retention: days(DEFAULT_RECEIPT_DAYS),
+            oauth2: None,
+            accept: Accept {
+                api_key: true,
+                bearer: false,
+                client_secret: false,
+            },
         }
     }
 
@@ -350,7 +365,19 @@ impl RawConfig {
                 ));
             }
         }
-        if !sandbox && api_keys.is_empty() {
+        let oauth2 = self
+            .oauth2
+            .map(oauth2::RawOAuth2::check)
+            .transpose()
+            .map_err(section("oauth2"))?;
+        let accept = self
+            .auth
+            .check(oauth2.is_some())
+            .map_err(section("auth"))?;
+        let has_clients = oauth2
+            .as_ref()
+            .is_some_and(|o| !o.clients.is_empty() || o.external.is_some());
+        if !sandbox && api_keys.is_empty() && !has_clients {
             return Err(invalid(
                 "api_keys",
                 "no [[api_keys]] configured; create one with `ap-intake key generate --name NAME`, or set sandbox = true".into(),
@@ -397,6 +424,8 @@ impl RawConfig {
             api_keys,
             platform,
             delivery,
+            oauth2,
+            accept,
         })
     }
 }

@@ -1,0 +1,252 @@
+//! Access tokens (D47): issued as JWTs (RFC 9068: `typ` `at+jwt`; iss, aud, sub, client_id,
+//! scope, iat, exp, jti) signed with the service's key, and checked before a request's body
+//! is read: the signature against an allow-list of algorithms (EdDSA, ES256, RS256; `none` and
+//! HMAC refused), exp and nbf with a minute's leeway, iss and aud. A token checked once is
+//! remembered by its SHA-256 until it expires, so a bearer request costs about what a key
+//! request does.
+
+use super::keys::SigningKey;
+use crate::config::{Access, OAuth2Client};
+use jsonwebtoken::{Algorithm, Header, Validation};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The scope that names every interface (D47).
+pub const ALL_SCOPE: &str = "ap-intake.write";
+
+/// Clock skew tolerated on exp and nbf (D47).
+const LEEWAY_SECS: u64 = 60;
+
+/// Tokens remembered at most; past it, the expired ones go, then all.
+const CACHE_MAX: usize = 10_000;
+
+/// The claims of an access token (RFC 9068 section 2.2).
+#[derive(Debug, Serialize, Deserialize)]
+struct Claims {
+    iss: String,
+    aud: Audience,
+    sub: String,
+    #[serde(default)]
+    client_id: Option<String>,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    iat: Option<u64>,
+    exp: u64,
+    #[serde(default)]
+    jti: Option<String>,
+}
+
+/// `aud` as one string or a list.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+enum Audience {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// A token the service issued.
+#[derive(Debug)]
+pub struct Issued {
+    /// The JWT.
+    pub access_token: String,
+    /// Seconds until it expires.
+    pub expires_in: u64,
+    /// What it may be used for, space-separated.
+    pub scope: String,
+}
+
+/// What a valid token lets its bearer do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The client it was issued to (receipts and logs name it so).
+    pub client_id: String,
+    /// The interfaces its scope names.
+    pub access: Access,
+}
+
+/// Why a token is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// Not a token the service accepts; why, for the log (the client is told only that).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Issues the service's own tokens.
+pub struct Issuer {
+    key: Arc<SigningKey>,
+    issuer: String,
+    audience: String,
+    ttl: Duration,
+}
+
+impl Issuer {
+    /// Tokens signed with `key`, naming `issuer` and `audience`, living `ttl`.
+    pub fn new(key: Arc<SigningKey>, issuer: &str, audience: &str, ttl: Duration) -> Self {
+        Self {
+            key,
+            issuer: issuer.to_string(),
+            audience: audience.to_string(),
+            ttl,
+        }
+    }
+
+    /// A token for `client_id` with `scope` (interface ids, or [`ALL_SCOPE`]).
+    pub fn issue(&self, client_id: &str, scope: &[String]) -> Result<Issued, String> {
+        let now = now_secs();
+        let scope = scope.join(" ");
+        let mut jti = [0u8; 16];
+        getrandom::fill(&mut jti).map_err(|e| e.to_string())?;
+        let claims = Claims {
+            iss: self.issuer.clone(),
+            aud: Audience::One(self.audience.clone()),
+            sub: client_id.to_string(),
+            client_id: Some(client_id.to_string()),
+            scope: Some(scope.clone()),
+            iat: Some(now),
+            exp: now + self.ttl.as_secs(),
+            jti: Some(hex::encode(jti)),
+        };
+        let mut header = Header::new(self.key.alg);
+        header.typ = Some("at+jwt".into());
+        header.kid = Some(self.key.kid.clone());
+        let access_token = jsonwebtoken::encode(&header, &claims, self.key.encoding())
+            .map_err(|e| e.to_string())?;
+        Ok(Issued {
+            access_token,
+            expires_in: self.ttl.as_secs(),
+            scope,
+        })
+    }
+}
+
+/// Checks bearer tokens: the service's own (its current signing key, and the previous one
+/// until the tokens it signed have expired).
+pub struct Verifier {
+    keys: Vec<Arc<SigningKey>>,
+    issuer: String,
+    audience: String,
+    clients: HashMap<String, Access>,
+    cache: Mutex<HashMap<[u8; 32], Checked>>,
+}
+
+/// A token checked before, by its SHA-256: what it grants, and its `exp`.
+type Checked = (Arc<Grant>, u64);
+
+impl Verifier {
+    /// Accepts tokens signed with one of `keys`, naming `issuer` and `audience`, of one of
+    /// `clients` (a client no longer configured has no valid token).
+    pub fn new(
+        keys: Vec<Arc<SigningKey>>,
+        issuer: &str,
+        audience: &str,
+        clients: &[OAuth2Client],
+    ) -> Self {
+        Self {
+            keys,
+            issuer: issuer.to_string(),
+            audience: audience.to_string(),
+            clients: clients
+                .iter()
+                .map(|c| (c.client_id.clone(), c.access.clone()))
+                .collect(),
+            cache: Mutex::default(),
+        }
+    }
+
+    /// What `token` grants, or why it is refused.
+    pub fn verify(&self, token: &str) -> Result<Arc<Grant>, TokenError> {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let now = now_secs();
+        {
+            let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((grant, exp)) = cache.get(&digest)
+                && now <= exp + LEEWAY_SECS
+            {
+                return Ok(Arc::clone(grant));
+            }
+        }
+        let (grant, exp) = self.check(token)?;
+        let grant = Arc::new(grant);
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache.len() >= CACHE_MAX {
+            cache.retain(|_, (_, exp)| now <= *exp + LEEWAY_SECS);
+            if cache.len() >= CACHE_MAX {
+                cache.clear();
+            }
+        }
+        cache.insert(digest, (Arc::clone(&grant), exp));
+        Ok(grant)
+    }
+
+    fn check(&self, token: &str) -> Result<(Grant, u64), TokenError> {
+        let invalid = |why: &str| TokenError::Invalid(why.to_string());
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| TokenError::Invalid(format!("not a JWT: {e}")))?;
+        if !matches!(
+            header.alg,
+            Algorithm::EdDSA | Algorithm::ES256 | Algorithm::RS256
+        ) {
+            return Err(TokenError::Invalid(format!(
+                "algorithm {:?} is not accepted (EdDSA, ES256, RS256)",
+                header.alg
+            )));
+        }
+        if header.typ.as_deref().map(str::to_ascii_lowercase).as_deref() != Some("at+jwt") {
+            return Err(invalid("typ is not at+jwt (RFC 9068)"));
+        }
+        let kid = header.kid.as_deref().ok_or_else(|| invalid("no kid"))?;
+        let key = self
+            .keys
+            .iter()
+            .find(|k| k.kid == kid)
+            .ok_or_else(|| TokenError::Invalid(format!("unknown kid {kid}")))?;
+        if key.alg != header.alg {
+            return Err(invalid("the algorithm is not the key's"));
+        }
+        let mut validation = Validation::new(key.alg);
+        validation.leeway = LEEWAY_SECS;
+        validation.validate_nbf = true;
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&[&self.audience]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let data = jsonwebtoken::decode::<Claims>(token, key.decoding(), &validation)
+            .map_err(|e| TokenError::Invalid(e.to_string()))?;
+        let claims = data.claims;
+        let client_id = claims.client_id.unwrap_or(claims.sub);
+        let allowed = self
+            .clients
+            .get(&client_id)
+            .ok_or_else(|| TokenError::Invalid(format!("client {client_id} is not configured")))?;
+        let access = scope_access(claims.scope.as_deref().unwrap_or(""), allowed);
+        Ok((Grant { client_id, access }, claims.exp))
+    }
+}
+
+/// The interfaces a scope names, within what the client may use.
+fn scope_access(scope: &str, allowed: &Access) -> Access {
+    let named: Vec<&str> = scope.split_whitespace().collect();
+    if named.contains(&ALL_SCOPE) {
+        return allowed.clone();
+    }
+    let ids = crate::interfaces::INTERFACES
+        .iter()
+        .map(|i| i.id)
+        .filter(|id| named.contains(id))
+        .filter(|id| match allowed {
+            Access::All => true,
+            Access::Only(ids) => ids.contains(id),
+        })
+        .collect();
+    Access::Only(ids)
+}
