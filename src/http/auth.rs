@@ -1,9 +1,14 @@
-//! API-key authentication (D20), decided from the headers before the body is read.
+//! Who a request's credentials name, decided from the headers before the body is read:
+//! API keys (D20), bearer tokens and the spec's `Client_Id`/`Client_Secret` headers (D47), as
+//! `[auth] accept` allows. A credential presented that fails refuses the request, whatever
+//! else it carries (D47).
 
-use crate::config::{Access, ApiKey};
+use crate::config::{Accept, Access, ApiKey, OAuth2Client, RateLimit};
 use crate::interfaces::Interface;
+use crate::oauth2::Verifier;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use http::HeaderMap;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,17 +17,42 @@ use subtle::ConstantTimeEq;
 /// Why a caller is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Denied {
-    /// No `x-api-key` header (401).
+    /// No `x-api-key` header, where only keys are accepted (401).
     #[error("API key missing: send it in the x-api-key header")]
     Missing,
+    /// No credential of any kind accepted (401, D47).
+    #[error(
+        "credentials missing: send an API key in the x-api-key header or an access token in \
+         an Authorization: Bearer header"
+    )]
+    NoCredentials,
     /// A key that matches no configured one (401).
     #[error("API key invalid")]
     Invalid,
+    /// A credential of a kind `[auth] accept` does not list (401, D47).
+    #[error("{0} are not accepted by this service")]
+    NotAccepted(&'static str),
+    /// A bearer token that is not valid, or has expired (401, D47); why, for the log.
+    #[error("access token invalid or expired")]
+    InvalidToken(String),
+    /// `Client_Id` and `Client_Secret` that name no configured client (401, D47).
+    #[error("client credentials invalid")]
+    InvalidClient,
     /// A valid key without permission for the interface (403).
     #[error("API key {key:?} may not use {path}")]
     Forbidden {
         /// The key's configured name.
         key: String,
+        /// The interface's path.
+        path: &'static str,
+    },
+    /// A valid token whose scope does not name the interface (403, D47).
+    #[error("the access token of client {client:?} may not use {path}")]
+    InsufficientScope {
+        /// The client it was issued to.
+        client: String,
+        /// The interface's id (the scope that would name it).
+        scope: &'static str,
         /// The interface's path.
         path: &'static str,
     },
@@ -36,17 +66,54 @@ pub enum Denied {
     },
 }
 
+/// The challenge of an API key (RFC 9110 section 15.5.2).
+pub const API_KEY_CHALLENGE: &str = r#"ApiKey realm="ap-intake", header="x-api-key""#;
+
+impl Denied {
+    /// The `WWW-Authenticate` of a 401 or a 403 for a token's scope (RFC 6750 section 3).
+    pub fn challenge(&self) -> Option<String> {
+        let bearer = r#"Bearer realm="ap-intake""#;
+        Some(match self {
+            Self::Missing | Self::Invalid => API_KEY_CHALLENGE.to_string(),
+            Self::NoCredentials | Self::NotAccepted(_) | Self::InvalidClient => {
+                format!("{bearer}, {API_KEY_CHALLENGE}")
+            }
+            Self::InvalidToken(_) => format!(r#"{bearer}, error="invalid_token""#),
+            Self::InsufficientScope { scope, .. } => {
+                format!(r#"{bearer}, error="insufficient_scope", scope="{scope}""#)
+            }
+            Self::Forbidden { .. } | Self::RateLimited { .. } => return None,
+        })
+    }
+}
+
 /// Whole seconds for `Retry-After`, rounded up and at least 1.
 pub fn retry_after_secs(d: Duration) -> u64 {
     d.as_secs_f64().ceil().max(1.0) as u64
 }
 
-/// The configured keys and their rate limiters; in sandbox no key is needed (D21).
+/// A limiter of one key or client, shared with the `Auth` a reload builds while its limits
+/// stay the same (D34).
+type Limiter = Option<Arc<DefaultDirectRateLimiter>>;
+
+/// The configured keys and clients, their rate limiters, and the tokens accepted; in sandbox
+/// no credential is needed (D21).
 pub struct Auth {
     sandbox: bool,
-    /// Each key with its limiter; the limiter is shared with the `Auth` a reload builds
-    /// while the key and its limits stay the same (D34).
-    keys: Vec<(ApiKey, Option<Arc<DefaultDirectRateLimiter>>)>,
+    accept: Accept,
+    keys: Vec<(ApiKey, Limiter)>,
+    clients: Vec<(OAuth2Client, Limiter)>,
+    tokens: Option<Arc<Verifier>>,
+}
+
+fn limiter(rate: Option<RateLimit>, kept: Limiter) -> Limiter {
+    rate.map(|r| {
+        kept.unwrap_or_else(|| {
+            Arc::new(RateLimiter::direct(
+                Quota::per_second(r.per_second).allow_burst(r.burst),
+            ))
+        })
+    })
 }
 
 impl Auth {
@@ -58,64 +125,131 @@ impl Auth {
     /// The `Auth` of a reload (D34): like [`Auth::new`], but a key whose name, SHA-256 and
     /// rate limit are those of a key here keeps that key's limiter, so a reload gives no
     /// client a fresh burst. A key whose rate or burst changed gets a new limiter; a key no
-    /// longer configured leaves with its limiter.
+    /// longer configured leaves with its limiter. The OAuth2 side stays as it is.
     pub fn renewed(&self, sandbox: bool, keys: Vec<ApiKey>) -> Self {
-        Self::with_limiters(sandbox, keys, |k| {
+        let mut next = Self::with_limiters(sandbox, keys, |k| {
             self.keys
                 .iter()
                 .find(|(old, _)| {
                     old.name == k.name && old.sha256 == k.sha256 && old.rate_limit == k.rate_limit
                 })
                 .and_then(|(_, limiter)| limiter.clone())
-        })
+        });
+        next.accept = self.accept;
+        next.clients = self.clients.clone();
+        next.tokens = self.tokens.clone();
+        next
     }
 
     /// `keys`, each with the limiter `kept` gives it, or else a new one for its rate limit.
-    fn with_limiters(
-        sandbox: bool,
-        keys: Vec<ApiKey>,
-        kept: impl Fn(&ApiKey) -> Option<Arc<DefaultDirectRateLimiter>>,
-    ) -> Self {
+    fn with_limiters(sandbox: bool, keys: Vec<ApiKey>, kept: impl Fn(&ApiKey) -> Limiter) -> Self {
         let keys = keys
             .into_iter()
             .map(|k| {
-                let limiter = k.rate_limit.map(|r| {
-                    kept(&k).unwrap_or_else(|| {
-                        Arc::new(RateLimiter::direct(
-                            Quota::per_second(r.per_second).allow_burst(r.burst),
-                        ))
-                    })
-                });
-                (k, limiter)
+                let l = limiter(k.rate_limit, kept(&k));
+                (k, l)
             })
             .collect();
-        Self { sandbox, keys }
+        Self {
+            sandbox,
+            accept: Accept {
+                api_key: true,
+                bearer: false,
+                client_secret: false,
+            },
+            keys,
+            clients: Vec::new(),
+            tokens: None,
+        }
     }
 
-    /// The name of the key that may call `iface` with `presented`; `None` in sandbox.
-    pub fn check(
-        &self,
-        presented: Option<&[u8]>,
-        iface: &Interface,
-    ) -> Result<Option<&str>, Denied> {
-        self.admit(presented, Some(iface))
+    /// The OAuth2 side (D47): what `[auth] accept` lists, the clients, and the tokens
+    /// accepted.
+    pub fn with_oauth2(
+        mut self,
+        accept: Accept,
+        clients: &[OAuth2Client],
+        tokens: Option<Arc<Verifier>>,
+    ) -> Self {
+        self.accept = accept;
+        self.clients = clients
+            .iter()
+            .map(|c| (c.clone(), limiter(c.rate_limit, None)))
+            .collect();
+        self.tokens = tokens;
+        self
     }
 
-    /// The name of the key `presented`, whatever it may call (receipts, D38), within its
+    /// Who may call `iface` with these credentials (a key's name, or `client:<id>`); `None`
+    /// in sandbox.
+    pub fn check(&self, headers: &HeaderMap, iface: &Interface) -> Result<Option<String>, Denied> {
+        self.admit(headers, Some(iface))
+    }
+
+    /// Who these credentials name, whatever they may call (receipts, D38), within their
     /// rate limit; `None` in sandbox.
-    pub fn identify(&self, presented: Option<&[u8]>) -> Result<Option<&str>, Denied> {
-        self.admit(presented, None)
+    pub fn identify(&self, headers: &HeaderMap) -> Result<Option<String>, Denied> {
+        self.admit(headers, None)
     }
 
-    fn admit(
-        &self,
-        presented: Option<&[u8]>,
-        iface: Option<&Interface>,
-    ) -> Result<Option<&str>, Denied> {
+    fn admit(&self, headers: &HeaderMap, iface: Option<&Interface>) -> Result<Option<String>, Denied> {
         if self.sandbox {
             return Ok(None);
         }
-        let presented = presented.filter(|k| !k.is_empty()).ok_or(Denied::Missing)?;
+        let mut who: Option<(String, &Access, &Limiter)> = None;
+        if let Some(key) = headers.get("x-api-key") {
+            if !self.accept.api_key {
+                return Err(Denied::NotAccepted("API keys"));
+            }
+            let (k, l) = self.key(key.as_bytes())?;
+            who = Some((k.name.clone(), &k.access, l));
+        }
+        if let Some(token) = bearer(headers) {
+            let tokens = self
+                .tokens
+                .as_ref()
+                .filter(|_| self.accept.bearer)
+                .ok_or(Denied::NotAccepted("bearer tokens"))?;
+            let grant = tokens.verify(token).map_err(|e| {
+                tracing::debug!(error = %e, "bearer token refused");
+                Denied::InvalidToken(e.to_string())
+            })?;
+            let (_, l) = self.client(&grant.client_id).ok_or(Denied::InvalidToken(
+                "the token's client is not configured".into(),
+            ))?;
+            if let Some(iface) = iface
+                && !allows(&grant.access, iface)
+            {
+                return Err(Denied::InsufficientScope {
+                    client: grant.client_id.clone(),
+                    scope: iface.id,
+                    path: iface.path,
+                });
+            }
+            who.get_or_insert((format!("client:{}", grant.client_id), &grant.access, l));
+            return self.within_limit(who, iface);
+        }
+        if self.accept.client_secret
+            && let Some((id, secret)) = client_secret(headers)
+        {
+            let (c, l) = self.client_with_secret(&id, &secret)?;
+            who.get_or_insert((format!("client:{}", c.client_id), &c.access, l));
+        }
+        if who.is_none() {
+            return Err(if self.accept.bearer || self.accept.client_secret {
+                Denied::NoCredentials
+            } else {
+                Denied::Missing
+            });
+        }
+        self.within_limit(who, iface)
+    }
+
+    /// The configured key `presented` is, compared in constant time with every key.
+    fn key(&self, presented: &[u8]) -> Result<(&ApiKey, &Limiter), Denied> {
+        if presented.is_empty() {
+            return Err(Denied::Missing);
+        }
         let digest: [u8; 32] = Sha256::digest(presented).into();
         // Every key is compared, in constant time, so timing tells nothing about which matched.
         let mut found = None;
@@ -124,27 +258,79 @@ impl Auth {
                 found = Some(entry);
             }
         }
-        let (key, limiter) = found.ok_or(Denied::Invalid)?;
-        if let Some(iface) = iface {
-            let allowed = match &key.access {
-                Access::All => true,
-                Access::Only(ids) => ids.contains(&iface.id),
-            };
-            if !allowed {
-                return Err(Denied::Forbidden {
-                    key: key.name.clone(),
-                    path: iface.path,
-                });
-            }
+        found.map(|(k, l)| (k, l)).ok_or(Denied::Invalid)
+    }
+
+    fn client(&self, id: &str) -> Option<(&OAuth2Client, &Limiter)> {
+        self.clients
+            .iter()
+            .find(|(c, _)| c.client_id == id)
+            .map(|(c, l)| (c, l))
+    }
+
+    /// The client `id` if `secret` is its secret (its SHA-256 compared in constant time).
+    pub fn client_with_secret(
+        &self,
+        id: &str,
+        secret: &str,
+    ) -> Result<(&OAuth2Client, &Limiter), Denied> {
+        let digest: [u8; 32] = Sha256::digest(secret.as_bytes()).into();
+        match self.client(id) {
+            Some((c, l)) if bool::from(c.secret_sha256.ct_eq(&digest)) => Ok((c, l)),
+            _ => Err(Denied::InvalidClient),
+        }
+    }
+
+    /// The caller `who`, if it may call `iface` now (its access, its rate limit).
+    fn within_limit(
+        &self,
+        who: Option<(String, &Access, &Limiter)>,
+        iface: Option<&Interface>,
+    ) -> Result<Option<String>, Denied> {
+        let Some((name, access, limiter)) = who else {
+            return Err(Denied::Missing);
+        };
+        if let Some(iface) = iface
+            && !allows(access, iface)
+        {
+            return Err(Denied::Forbidden {
+                key: name,
+                path: iface.path,
+            });
         }
         if let Some(Err(not_until)) = limiter.as_ref().map(|l| l.check()) {
             return Err(Denied::RateLimited {
-                key: key.name.clone(),
+                key: name,
                 retry_after: not_until.wait_time_from(DefaultClock::default().now()),
             });
         }
-        Ok(Some(&key.name))
+        Ok(Some(name))
     }
+}
+
+fn allows(access: &Access, iface: &Interface) -> bool {
+    match access {
+        Access::All => true,
+        Access::Only(ids) => ids.contains(&iface.id),
+    }
+}
+
+/// The token of an `Authorization: Bearer` header (the scheme is case-insensitive).
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// The spec's `Client_Id` and `Client_Secret` headers (D47).
+fn client_secret(headers: &HeaderMap) -> Option<(String, String)> {
+    let get = |name: &str| -> Option<String> {
+        Some(headers.get(name)?.to_str().ok()?.trim().to_string())
+    };
+    Some((get("client_id")?, get("client_secret")?))
 }
 
 #[cfg(test)]
@@ -164,6 +350,12 @@ mod tests {
                 burst: n(burst),
             }),
         }
+    }
+
+    fn with_key(key: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("x-api-key", key.parse().unwrap());
+        h
     }
 
     fn limiter<'a>(auth: &'a Auth, name: &str) -> Option<&'a Arc<DefaultDirectRateLimiter>> {
@@ -187,9 +379,9 @@ mod tests {
                 key("gone", b"g", Some((1, 1))),
             ],
         );
-        assert_eq!(old.identify(Some(b"s")), Ok(Some("same")));
+        assert_eq!(old.identify(&with_key("s")), Ok(Some("same".into())));
         assert!(matches!(
-            old.identify(Some(b"s")),
+            old.identify(&with_key("s")),
             Err(Denied::RateLimited { .. })
         ));
         let new = old.renewed(
@@ -210,10 +402,10 @@ mod tests {
         assert!(!kept("rate") && !kept("burst") && !kept("hash"));
         assert!(limiter(&new, "added").is_some());
         assert!(limiter(&new, "gone").is_none());
-        assert_eq!(new.identify(Some(b"g")), Err(Denied::Invalid));
+        assert_eq!(new.identify(&with_key("g")), Err(Denied::Invalid));
         // The burst spent before the reload stays spent.
         assert!(matches!(
-            new.identify(Some(b"s")),
+            new.identify(&with_key("s")),
             Err(Denied::RateLimited { .. })
         ));
         // A key without a limit has no limiter; given one by a reload, it gets one.

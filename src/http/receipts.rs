@@ -37,13 +37,7 @@ async fn lookup(
     if method != Method::GET && method != Method::HEAD {
         return Err(ApiError::MethodNotAllowed(method.to_string(), "GET, HEAD"));
     }
-    let presented = headers.get("x-api-key").map(HeaderValue::as_bytes);
-    let key = app
-        .auth
-        .get()
-        .identify(presented)?
-        .unwrap_or_default()
-        .to_string();
+    let key = app.auth.get().identify(headers)?.unwrap_or_default();
     // Only ids a request can have (D4) are looked up; anything else was never sent.
     if !super::RequestIds::is_id(id) {
         return Err(ApiError::NoReceipt(shown_id(id)));

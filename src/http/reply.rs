@@ -57,10 +57,6 @@ pub enum ApiError {
     Intake(#[from] IntakeError),
 }
 
-/// The challenge of a 401 (D20): the key goes in the `x-api-key` header.
-pub const API_KEY_CHALLENGE: HeaderValue =
-    HeaderValue::from_static(r#"ApiKey realm="ap-intake", header="x-api-key""#);
-
 /// The common response body (spec "Common response body", D3, D4).
 #[derive(Serialize)]
 struct Body<'a> {
@@ -146,7 +142,9 @@ impl ApiError {
         match self {
             Self::NotFound(_) | Self::NoReceipt(_) => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed(..) => StatusCode::METHOD_NOT_ALLOWED,
-            Self::Denied(Denied::Forbidden { .. }) => StatusCode::FORBIDDEN,
+            Self::Denied(Denied::Forbidden { .. } | Denied::InsufficientScope { .. }) => {
+                StatusCode::FORBIDDEN
+            }
             Self::Denied(Denied::RateLimited { .. }) => StatusCode::TOO_MANY_REQUESTS,
             Self::Denied(_) => StatusCode::UNAUTHORIZED,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -196,7 +194,7 @@ impl ApiError {
                 };
                 to_vec(&body)
             }
-            Self::Denied(Denied::Missing | Denied::Invalid | Denied::Forbidden { .. }) => {
+            Self::Denied(denied) if !matches!(denied, Denied::RateLimited { .. }) => {
                 to_vec(&Short {
                     status: Status::Failed,
                     message: &message,
@@ -246,9 +244,14 @@ impl ApiError {
             }
             // RFC 9110 section 15.5.2: every 401 names how to authenticate; a client with
             // an authenticator set (Java's HttpClient behind a proxy) refuses one without.
-            Self::Denied(Denied::Missing | Denied::Invalid) => {
-                r.headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, API_KEY_CHALLENGE);
+            // RFC 6750 section 3: a token's 401 and 403 say what was wrong with it.
+            Self::Denied(denied) => {
+                if let Some(v) = denied
+                    .challenge()
+                    .and_then(|c| HeaderValue::from_str(&c).ok())
+                {
+                    r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+                }
             }
             Self::MethodNotAllowed(_, allowed) => {
                 r.headers_mut()

@@ -354,9 +354,7 @@ async fn accept(
     if req.method != Method::POST {
         return Err(ApiError::MethodNotAllowed(req.method.to_string(), "POST"));
     }
-    let presented = req.headers.get("x-api-key").map(HeaderValue::as_bytes);
-    let auth = app.auth.get();
-    *key_name = auth.check(presented, iface)?.map(str::to_string);
+    *key_name = app.auth.get().check(req.headers, iface)?;
     check_transfer_encoding(req.headers)?;
     check_content_type(req.headers)?;
     let coding = content_coding(req.headers)?;

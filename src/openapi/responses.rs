@@ -38,8 +38,7 @@ pub fn headers() -> Value {
         "WWWAuthenticate": {
             "description": "How to authenticate (RFC 9110 section 15.5.2): the key in the \
                             x-api-key header.",
-            "schema": {"type": "string", "example": crate::http::reply::API_KEY_CHALLENGE
-                .to_str().unwrap_or_default()}
+            "schema": {"type": "string", "example": crate::http::auth::API_KEY_CHALLENGE}
         }
     })
 }
