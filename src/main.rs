@@ -92,6 +92,7 @@ fn exit_code(e: &anyhow::Error) -> ExitCode {
             Some(service::StartError::Queue { .. }) => return ExitCode::from(EXIT_STORE),
             Some(
                 service::StartError::Tls(_)
+                | service::StartError::SigningKey(_)
                 | service::StartError::Schema(_)
                 | service::StartError::NotMoved { .. },
             ) => {

@@ -116,6 +116,9 @@ pub enum StartError {
     /// A background thread cannot be started.
     #[error("cannot start a thread: {0}")]
     Thread(std::io::Error),
+    /// The signing key of `[oauth2]` cannot be used (D47): exit 78.
+    #[error("[oauth2] signing_key_file: {0}")]
+    SigningKey(#[from] crate::oauth2::KeyError),
 }
 
 /// A running service.
@@ -261,10 +264,15 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .map(tls::server_config)
         .transpose()?;
     let tls = Arc::new(Live::new(tls.map(tokio_rustls::TlsAcceptor::from)));
-    let auth = Arc::new(Live::new(Auth::new(
-        config.sandbox,
-        config.api_keys.clone(),
-    )));
+    let (endpoints, verifier) = oauth2_parts(config)?;
+    let clients = config.oauth2.as_ref().map_or(&[][..], |o| &o.clients[..]);
+    let auth = Arc::new(Live::new(
+        Auth::new(config.sandbox, config.api_keys.clone()).with_oauth2(
+            config.accept,
+            clients,
+            verifier,
+        ),
+    ));
     let store = open_store(config).await?;
     let metrics = Arc::new(Metrics::default());
     let commits = Arc::clone(&metrics);
@@ -286,6 +294,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             auth: &auth,
             metrics: &metrics,
             request_log: &request_log,
+            oauth2: endpoints.as_ref(),
         },
     );
     let (listener, addr) = bind(config.server.listen, "[server] listen or --listen").await?;
@@ -419,6 +428,29 @@ struct Handles<'a> {
     auth: &'a Arc<Live<Auth>>,
     metrics: &'a Arc<Metrics>,
     request_log: &'a Arc<RequestLog>,
+    oauth2: Option<&'a Arc<crate::http::oauth2::Endpoints>>,
+}
+
+/// The authorization server's endpoints and the checker of its tokens (D47), from the
+/// signing key `[oauth2]` names.
+type OAuth2Parts = (
+    Option<Arc<crate::http::oauth2::Endpoints>>,
+    Option<Arc<crate::oauth2::Verifier>>,
+);
+
+fn oauth2_parts(config: &Config) -> Result<OAuth2Parts, StartError> {
+    let Some(o) = &config.oauth2 else {
+        return Ok((None, None));
+    };
+    let Some(file) = &o.signing_key_file else {
+        return Ok((None, None));
+    };
+    let key = Arc::new(crate::oauth2::SigningKey::load(file)?);
+    let issuer = crate::oauth2::Issuer::new(Arc::clone(&key), &o.issuer, &o.audience, o.token_ttl);
+    let jwks = serde_json::json!({"keys": [key.jwk]});
+    let endpoints = crate::http::oauth2::Endpoints::new(issuer, &o.issuer, jwks);
+    let verifier = crate::oauth2::Verifier::new(vec![key], &o.issuer, &o.audience, &o.clients);
+    Ok((Some(Arc::new(endpoints)), Some(Arc::new(verifier))))
 }
 
 /// What the intake listener's handler shares: the intake pipeline, keys, limits, metrics.
@@ -430,6 +462,7 @@ fn intake_app(config: &Config, validator: Validator, h: Handles<'_>) -> Arc<App>
         auth,
         metrics,
         request_log,
+        oauth2,
     } = h;
     let budget = Arc::new(Budget::new(
         usize::try_from(config.inflight_bytes).unwrap_or(usize::MAX),
@@ -453,6 +486,8 @@ fn intake_app(config: &Config, validator: Validator, h: Handles<'_>) -> Arc<App>
         console: crate::http::console::Console::new(&document),
         store: Arc::clone(store),
         receipts: !config.receipt_retention.is_zero(),
+        oauth2: oauth2.cloned(),
+        tls: config.server.tls.is_some(),
         intake: Arc::new(intake),
         auth: Arc::clone(auth),
         max_body_bytes: config.max_body_bytes,

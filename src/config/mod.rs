@@ -3,9 +3,9 @@
 //! runs as a sandbox (D21).
 
 mod api_keys;
-mod oauth2;
 mod database;
 mod network;
+mod oauth2;
 mod platform;
 mod server;
 mod storage;
@@ -370,10 +370,7 @@ impl RawConfig {
             .map(oauth2::RawOAuth2::check)
             .transpose()
             .map_err(section("oauth2"))?;
-        let accept = self
-            .auth
-            .check(oauth2.is_some())
-            .map_err(section("auth"))?;
+        let accept = self.auth.check(oauth2.is_some()).map_err(section("auth"))?;
         let has_clients = oauth2
             .as_ref()
             .is_some_and(|o| !o.clients.is_empty() || o.external.is_some());

@@ -136,7 +136,10 @@ impl RawOAuth2 {
             .clients
             .into_iter()
             .enumerate()
-            .map(|(i, c)| c.check().map_err(|(k, m)| (k, format!("clients[{i}]: {m}"))))
+            .map(|(i, c)| {
+                c.check()
+                    .map_err(|(k, m)| (k, format!("clients[{i}]: {m}")))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         for (i, c) in clients.iter().enumerate() {
             if clients[..i].iter().any(|o| o.client_id == c.client_id) {
@@ -176,8 +179,7 @@ impl RawClient {
         if self.client_id.trim().is_empty() || self.client_id.contains(':') {
             return Err((
                 "clients",
-                "client_id must be non-empty and without ':' (HTTP Basic carries id:secret)"
-                    .into(),
+                "client_id must be non-empty and without ':' (HTTP Basic carries id:secret)".into(),
             ));
         }
         let secret_sha256 = hex::decode(&self.secret_sha256)

@@ -192,7 +192,11 @@ impl Auth {
         self.admit(headers, None)
     }
 
-    fn admit(&self, headers: &HeaderMap, iface: Option<&Interface>) -> Result<Option<String>, Denied> {
+    fn admit(
+        &self,
+        headers: &HeaderMap,
+        iface: Option<&Interface>,
+    ) -> Result<Option<String>, Denied> {
         if self.sandbox {
             return Ok(None);
         }

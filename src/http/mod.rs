@@ -24,6 +24,7 @@ pub mod head;
 pub mod idle;
 pub mod ids;
 mod message;
+pub mod oauth2;
 pub mod ops;
 pub mod peers;
 pub mod receipts;
@@ -94,6 +95,10 @@ pub struct App {
     pub store: Arc<dyn crate::queue::Store>,
     /// Whether requests keep receipts (`[receipts] retention_days` above zero).
     pub receipts: bool,
+    /// The authorization server's endpoints (D47), when `[oauth2]` has a signing key.
+    pub oauth2: Option<Arc<oauth2::Endpoints>>,
+    /// The intake listener serves HTTPS (for URLs the metadata names).
+    pub tls: bool,
 }
 
 /// What a listener's connections need for the answers they write themselves (`early.rs`):

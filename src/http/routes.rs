@@ -43,6 +43,10 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
     })
     .and(head())
     .then(receipt);
+    let authorization = family(&app, |_, p| super::oauth2::serves(p).then(|| p.to_string()))
+        .and(head())
+        .and(warp::body::stream())
+        .then(authorization_server);
     let query = warp::query::raw().or(warp::any().map(String::new)).unify();
     let dry_runs = family(&app, |_, p| {
         // D38: `/validate/<interface path>` is the interface's dry run.
@@ -62,6 +66,8 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .or(no_path)
         .unify()
         .or(receipts)
+        .unify()
+        .or(authorization)
         .unify()
         .or(submissions)
         .unify()
@@ -193,6 +199,35 @@ async fn receipt(
 ) -> Response {
     let request_id = app.request_ids.for_request(&headers);
     super::receipts::answer(&app, &method, &id, &headers, &request_id).await
+}
+
+/// `/oauth2/token`, the JWKS and the metadata (D47), counted and logged as refusals are.
+async fn authorization_server(
+    app: Arc<App>,
+    path: String,
+    method: Method,
+    headers: HeaderMap,
+    conn: Option<ConnInfo>,
+    mut body: impl Stream<Item = Result<impl Buf, warp::Error>> + Unpin + Send,
+) -> Response {
+    let started = Instant::now();
+    let request_id = app.request_ids.for_request(&headers);
+    let answer = super::oauth2::answer(&app, &path, &method, &headers, conn, &mut body).await;
+    let response = with_request_id(answer, &request_id);
+    let status = response.status().as_u16();
+    app.metrics
+        .request("-", status, 0, 0, started.elapsed().as_secs_f64());
+    if app.request_log.answered(status, conn.map(|c| c.client)) {
+        let peer = conn.map_or_else(|| "-".to_string(), |c| c.shown());
+        tracing::info!(
+            request_id,
+            peer,
+            status,
+            path,
+            "authorization server request"
+        );
+    }
+    response
 }
 
 /// What the handler learnt about the request's body by the time it answers.

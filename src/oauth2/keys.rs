@@ -92,7 +92,10 @@ impl SigningKey {
         let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, der, &rng).ok()?;
         // The uncompressed point: 0x04, x, y.
         let point = pair.public_key().as_ref();
-        let (x, y) = (B64.encode(point.get(1..33)?), B64.encode(point.get(33..65)?));
+        let (x, y) = (
+            B64.encode(point.get(1..33)?),
+            B64.encode(point.get(33..65)?),
+        );
         let jwk = json!({"kty": "EC", "crv": "P-256", "x": x, "y": y});
         let thumbprint = format!(r#"{{"crv":"P-256","kty":"EC","x":"{x}","y":"{y}"}}"#);
         Some(Self::with(
@@ -141,7 +144,8 @@ impl SigningKey {
 /// A new Ed25519 private key in PEM (PKCS#8), for `ap-intake key generate-signing`.
 pub fn generate_pem() -> Result<String, KeyError> {
     let rng = ring::rand::SystemRandom::new();
-    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|e| KeyError::Generate(e.to_string()))?;
+    let pkcs8 =
+        Ed25519KeyPair::generate_pkcs8(&rng).map_err(|e| KeyError::Generate(e.to_string()))?;
     Ok(pem::encode(&pem::Pem::new("PRIVATE KEY", pkcs8.as_ref())))
 }
 

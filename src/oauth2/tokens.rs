@@ -202,7 +202,13 @@ impl Verifier {
                 header.alg
             )));
         }
-        if header.typ.as_deref().map(str::to_ascii_lowercase).as_deref() != Some("at+jwt") {
+        if header
+            .typ
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+            != Some("at+jwt")
+        {
             return Err(invalid("typ is not at+jwt (RFC 9068)"));
         }
         let kid = header.kid.as_deref().ok_or_else(|| invalid("no kid"))?;

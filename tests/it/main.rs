@@ -27,6 +27,7 @@ mod durability;
 mod http_edge;
 mod interfaces;
 mod logs;
+mod oauth2;
 mod openapi;
 mod ops;
 mod outside;
