@@ -432,7 +432,7 @@ fn engine_sql_names_no_state_number_of_its_own() {
 /// `copies.rs` are the binary's root, `main`) and the modules its "imports" column names.
 fn module_table(text: &str) -> Vec<(Vec<String>, BTreeSet<String>)> {
     let table = text.split("| module | role | imports |").nth(1).unwrap();
-    let words = regex::Regex::new(r"[a-z_]+").unwrap();
+    let words = regex::Regex::new(r"[a-z_][a-z0-9_]*").unwrap();
     let bracketed = regex::Regex::new(r"\([^)]*\)").unwrap();
     table
         .lines()
