@@ -161,7 +161,7 @@ pub enum Command {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
     },
-    /// Manage API keys.
+    /// Manage API keys, OAuth 2.0 clients and the token signing key (D20, D47).
     Key {
         /// Key commands.
         #[command(subcommand)]
@@ -207,13 +207,25 @@ pub enum StatusWhat {
 #[derive(Debug, Subcommand)]
 pub enum KeyCommand {
     /// Print a new random API key once, and the [[api_keys]] block (with its SHA-256) to add
-    /// to the config file. The key itself is never stored.
+    /// to the config file; with --client, a new OAuth 2.0 client secret and its
+    /// [[oauth2.clients]] block (D47). The key or secret itself is never stored.
     Generate {
         /// A name for the key, shown in logs instead of the key (e.g. erp-main).
-        #[arg(long)]
-        name: String,
+        #[arg(long, required_unless_present = "client", conflicts_with = "client")]
+        name: Option<String>,
+        /// Make an OAuth 2.0 client with this client_id instead (the spec's Client_Id).
+        #[arg(long, value_name = "CLIENT_ID")]
+        client: Option<String>,
         /// Interface paths the key may use (repeat or comma-separate); all when omitted.
         #[arg(long = "interface", value_name = "PATH", value_delimiter = ',')]
         interfaces: Vec<String>,
+    },
+    /// Write a new Ed25519 private key (PEM, PKCS#8, mode 0600) to FILE for [oauth2]
+    /// signing_key_file, and print the [oauth2] lines. Every node of a cluster is given the
+    /// same file. Exit 0 written, 1 when FILE exists (it is never replaced) or cannot be
+    /// written.
+    GenerateSigning {
+        /// Where to write the key.
+        file: PathBuf,
     },
 }

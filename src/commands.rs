@@ -16,6 +16,36 @@ use ap_intake::{interfaces, status};
 use std::path::Path;
 use std::process::ExitCode;
 
+/// The `[oauth2]` lines of `check-config`: what is accepted, which clients, which key.
+fn print_oauth2(
+    o: &ap_intake::config::OAuth2Server,
+    a: ap_intake::config::Accept,
+    signing: Option<&ap_intake::oauth2::SigningKey>,
+) {
+    let accepted: Vec<&str> = [
+        (a.api_key, "api_key"),
+        (a.bearer, "bearer"),
+        (a.client_secret, "client_secret"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, n)| *n)
+    .collect();
+    out!("  auth:        {}", accepted.join(", "));
+    let ids: Vec<&str> = o.clients.iter().map(|c| c.client_id.as_str()).collect();
+    out!("  clients:     {} {}", ids.len(), ids.join(", "));
+    match signing {
+        Some(k) => out!(
+            "  oauth2:      tokens signed {:?}, kid {}, iss {:?}, aud {:?}",
+            k.alg,
+            k.kid,
+            o.issuer,
+            o.audience
+        ),
+        None => out!("  oauth2:      no signing key: the service issues no tokens"),
+    }
+}
+
 /// Everything `serve` would check before listening, without opening the queue.
 pub fn check_config(path: &Path) -> anyhow::Result<()> {
     let config = Config::load(path)?;
@@ -27,6 +57,18 @@ pub fn check_config(path: &Path) -> anyhow::Result<()> {
     if let Some(t) = &config.server.tls {
         tls::server_config(t)?;
     }
+    // The service reads the signing key at start; one it cannot use stops it (exit 78).
+    let signing = match config
+        .oauth2
+        .as_ref()
+        .and_then(|o| o.signing_key_file.as_ref())
+    {
+        Some(file) => Some(
+            ap_intake::oauth2::SigningKey::load(file)
+                .map_err(ap_intake::service::StartError::SigningKey)?,
+        ),
+        None => None,
+    };
     let validator = Validator::load(config.schema_dir.as_deref())?;
     let overridden = interfaces::INTERFACES
         .iter()
@@ -81,6 +123,9 @@ pub fn check_config(path: &Path) -> anyhow::Result<()> {
         None => out!("  platform:    sandbox sink"),
     }
     out!("  api keys:    {}", config.api_keys.len());
+    if let Some(o) = &config.oauth2 {
+        print_oauth2(o, config.accept, signing.as_ref());
+    }
     out!(
         "  schemas:     {} compiled, {overridden} from schema_dir",
         interfaces::INTERFACES.len()

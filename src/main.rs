@@ -250,15 +250,35 @@ fn operate(cli: Cli) -> anyhow::Result<()> {
             command:
                 KeyCommand::Generate {
                     name,
+                    client,
                     interfaces: paths,
                 },
         } => {
-            anyhow::ensure!(!name.trim().is_empty(), "--name must not be empty");
+            let (who, is_client) = match (name, client) {
+                (_, Some(client)) => (client, true),
+                (Some(name), None) => (name, false),
+                (None, None) => anyhow::bail!("give --name or --client"),
+            };
+            anyhow::ensure!(!who.trim().is_empty(), "the name must not be empty");
+            anyhow::ensure!(
+                !(is_client && who.contains(':')),
+                "a client_id must not contain ':' (HTTP Basic carries id:secret)"
+            );
             for p in paths.iter().filter(|p| *p != "*") {
                 commands::interface(p)?;
             }
             let key = keys::generate().map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
-            out_raw!(keys::instructions(&name, &paths, &key));
+            match is_client {
+                true => out_raw!(keys::client_instructions(&who, &paths, &key)),
+                false => out_raw!(keys::instructions(&who, &paths, &key)),
+            }
+            Ok(())
+        }
+        Command::Key {
+            command: KeyCommand::GenerateSigning { file },
+        } => {
+            keys::write_signing_key(&file)?;
+            out_raw!(keys::signing_instructions(&file));
             Ok(())
         }
     }

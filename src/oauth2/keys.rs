@@ -32,6 +32,14 @@ pub enum KeyError {
         /// The file.
         path: String,
     },
+    /// A new key's file cannot be written (it exists: it is never replaced).
+    #[error("cannot write the signing key {path}: {source} (an existing file is never replaced)")]
+    Write {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
     /// A new key could not be made (the system's random source failed).
     #[error("cannot make a signing key: {0}")]
     Generate(String),

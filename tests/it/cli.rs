@@ -262,3 +262,105 @@ fn an_interface_path_that_does_not_exist_is_named_before_anything_is_done() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The value after `label` on a line of `text`.
+fn field_after<'a>(text: &'a str, label: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(label))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no {label:?} in {text}"))
+}
+
+/// What `key generate-signing` and `key generate --client` print is a working [oauth2]
+/// (D47): pasted into the config it passes check-config, and the printed secret gets a
+/// token the service takes. A missing signing key file is a configuration error (exit 78)
+/// and an existing one is never replaced.
+#[test]
+fn the_printed_oauth2_blocks_make_a_service_that_issues_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("signing.pem");
+    let p = pem.to_str().unwrap();
+    let signing = run(&["key", "generate-signing", p]);
+    let signing_out = String::from_utf8_lossy(&signing.stdout).to_string();
+    assert!(signing.status.success(), "{signing:?}");
+    let before = std::fs::read(&pem).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&pem).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the private key is the owner's only");
+    }
+    let again = run(&["key", "generate-signing", p]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("never replaced"));
+    assert_eq!(
+        std::fs::read(&pem).unwrap(),
+        before,
+        "the existing key is kept"
+    );
+
+    let client = run(&["key", "generate", "--client", "erp1", "--interface", "*"]);
+    let client_out = String::from_utf8_lossy(&client.stdout).to_string();
+    assert!(client.status.success(), "{client:?}");
+    let secret = field_after(&client_out, "client_secret:").to_string();
+    assert!(!client_out.contains("[[api_keys]]"), "{client_out}");
+    let block = |out: &str, from: &str| out[out.find(from).unwrap()..].to_string();
+    let tables = format!(
+        "{}\n{}",
+        block(&signing_out, "[oauth2]"),
+        block(&client_out, "[[oauth2.clients]]")
+    );
+    let config = sandbox_config(dir.path(), &tables);
+    let c = config.to_str().unwrap();
+    let check = run(&["check-config", "--config", c]);
+    assert!(check.status.success(), "{check:?}");
+    assert!(
+        String::from_utf8_lossy(&check.stdout).contains("erp1"),
+        "check-config names the client: {check:?}"
+    );
+
+    let mut child = bin()
+        .args(["serve", "--config", c, "--admin-listen", "off"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = wait_listening(&mut child);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut r = agent
+        .post(&format!("http://{addr}/oauth2/token"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .send(format!(
+            "grant_type=client_credentials&client_id=erp1&client_secret={secret}"
+        ))
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body: serde_json::Value =
+        serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+    let token = body["access_token"].as_str().unwrap();
+    let mut r = agent
+        .post(&format!("http://{addr}/general-ledger-codes/v1"))
+        .header("Authorization", &format!("Bearer {token}"))
+        .header("Content-Type", "application/json")
+        .send(
+            r#"{"objects":{"object":{"record":[{"code":"1","type":"VAT","description_en":"x"}]}}}"#,
+        )
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        202,
+        "{}",
+        r.body_mut().read_to_string().unwrap()
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    std::fs::remove_file(&pem).unwrap();
+    for cmd in ["check-config", "serve"] {
+        let out = run(&[cmd, "--config", c]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{cmd}: {err}");
+        assert!(err.contains(p), "{cmd} names the file: {err}");
+    }
+}
