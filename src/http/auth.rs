@@ -5,7 +5,7 @@
 
 use crate::config::{Accept, Access, ApiKey, OAuth2Client, RateLimit};
 use crate::interfaces::Interface;
-use crate::oauth2::Verifier;
+use crate::oauth2::{ProviderKeys, TokenError, Verifier};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use http::HeaderMap;
@@ -35,6 +35,14 @@ pub enum Denied {
     /// A bearer token that is not valid, or has expired (401, D47); why, for the log.
     #[error("access token invalid or expired")]
     InvalidToken(String),
+    /// A bearer token signed with a key the identity provider's set lacks (401 like
+    /// [`Denied::InvalidToken`], once the set has been fetched again, D47).
+    #[error("access token invalid or expired")]
+    UnknownKid(String),
+    /// The identity provider's key set has never been had, so a token cannot be checked;
+    /// it may be good (503 with `Retry-After`, D47).
+    #[error("the identity provider's keys are not available yet; retry later")]
+    KeysUnavailable(String),
     /// `Client_Id` and `Client_Secret` that name no configured client (401, D47).
     #[error("client credentials invalid")]
     InvalidClient,
@@ -78,11 +86,15 @@ impl Denied {
             Self::NoCredentials | Self::NotAccepted(_) | Self::InvalidClient => {
                 format!("{bearer}, {API_KEY_CHALLENGE}")
             }
-            Self::InvalidToken(_) => format!(r#"{bearer}, error="invalid_token""#),
+            Self::InvalidToken(_) | Self::UnknownKid(_) => {
+                format!(r#"{bearer}, error="invalid_token""#)
+            }
             Self::InsufficientScope { scope, .. } => {
                 format!(r#"{bearer}, error="insufficient_scope", scope="{scope}""#)
             }
-            Self::Forbidden { .. } | Self::RateLimited { .. } => return None,
+            Self::Forbidden { .. } | Self::RateLimited { .. } | Self::KeysUnavailable(_) => {
+                return None;
+            }
         })
     }
 }
@@ -172,12 +184,26 @@ impl Auth {
         tokens: Option<Arc<Verifier>>,
     ) -> Self {
         self.accept = accept;
-        self.clients = clients
+        // A client whose settings stay keeps its limiter across a reload, as a key does.
+        let kept = |c: &OAuth2Client| {
+            self.clients
+                .iter()
+                .find(|(old, _)| old == c)
+                .and_then(|(_, l)| l.clone())
+        };
+        let clients = clients
             .iter()
-            .map(|c| (c.clone(), limiter(c.rate_limit, None)))
+            .map(|c| (c.clone(), limiter(c.rate_limit, kept(c))))
             .collect();
+        self.clients = clients;
         self.tokens = tokens;
         self
+    }
+
+    /// Why bearer tokens cannot be checked at all (the identity provider's key set has never
+    /// been had, D47): /readyz says so.
+    pub fn not_ready(&self) -> Option<String> {
+        self.tokens.as_ref()?.provider_keys()?.missing()
     }
 
     /// Who may call `iface` with these credentials (a key's name, or `client:<id>`); `None`
@@ -190,6 +216,27 @@ impl Auth {
     /// rate limit; `None` in sandbox.
     pub fn identify(&self, headers: &HeaderMap) -> Result<Option<String>, Denied> {
         self.admit(headers, None)
+    }
+
+    /// [`Auth::check`] (or, without `iface`, [`Auth::identify`]), fetching the identity
+    /// provider's key set again when a token names a `kid` it lacks (at most once a minute,
+    /// D47): a provider that rotated its key is followed without a restart.
+    pub async fn admit_following(
+        &self,
+        headers: &HeaderMap,
+        iface: Option<&Interface>,
+    ) -> Result<Option<String>, Denied> {
+        match self.admit(headers, iface) {
+            Err(Denied::UnknownKid(kid)) => match self.provider_keys() {
+                Some(keys) if keys.refetch_for_unknown_kid().await => self.admit(headers, iface),
+                _ => Err(Denied::UnknownKid(kid)),
+            },
+            other => other,
+        }
+    }
+
+    fn provider_keys(&self) -> Option<Arc<ProviderKeys>> {
+        self.tokens.as_ref()?.provider_keys().cloned()
     }
 
     fn admit(
@@ -216,11 +263,22 @@ impl Auth {
                 .ok_or(Denied::NotAccepted("bearer tokens"))?;
             let grant = tokens.verify(token).map_err(|e| {
                 tracing::debug!(error = %e, "bearer token refused");
-                Denied::InvalidToken(e.to_string())
+                match e {
+                    TokenError::Invalid(why) => Denied::InvalidToken(why),
+                    TokenError::UnknownKid(kid) => Denied::UnknownKid(kid),
+                    TokenError::NoKeySet(why) => Denied::KeysUnavailable(why),
+                }
             })?;
-            let (_, l) = self.client(&grant.client_id).ok_or(Denied::InvalidToken(
-                "the token's client is not configured".into(),
-            ))?;
+            // The provider's clients are not configured here: no rate limit of their own.
+            let (name, l) = match grant.external {
+                true => (format!("idp:{}", grant.client_id), &None),
+                false => {
+                    let (_, l) = self.client(&grant.client_id).ok_or(Denied::InvalidToken(
+                        "the token's client is not configured".into(),
+                    ))?;
+                    (format!("client:{}", grant.client_id), l)
+                }
+            };
             if let Some(iface) = iface
                 && !allows(&grant.access, iface)
             {
@@ -230,7 +288,7 @@ impl Auth {
                     path: iface.path,
                 });
             }
-            who.get_or_insert((format!("client:{}", grant.client_id), &grant.access, l));
+            who.get_or_insert((name, &grant.access, l));
             return self.within_limit(who, iface);
         }
         if self.accept.client_secret

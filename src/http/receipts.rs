@@ -37,7 +37,12 @@ async fn lookup(
     if method != Method::GET && method != Method::HEAD {
         return Err(ApiError::MethodNotAllowed(method.to_string(), "GET, HEAD"));
     }
-    let key = app.auth.get().identify(headers)?.unwrap_or_default();
+    let key = app
+        .auth
+        .get()
+        .admit_following(headers, None)
+        .await?
+        .unwrap_or_default();
     // Only ids a request can have (D4) are looked up; anything else was never sent.
     if !super::RequestIds::is_id(id) {
         return Err(ApiError::NoReceipt(shown_id(id)));

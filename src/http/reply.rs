@@ -146,6 +146,7 @@ impl ApiError {
                 StatusCode::FORBIDDEN
             }
             Self::Denied(Denied::RateLimited { .. }) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Denied(Denied::KeysUnavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Denied(_) => StatusCode::UNAUTHORIZED,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::BodyTooLarge(_)
@@ -194,7 +195,12 @@ impl ApiError {
                 };
                 to_vec(&body)
             }
-            Self::Denied(denied) if !matches!(denied, Denied::RateLimited { .. }) => {
+            Self::Denied(denied)
+                if !matches!(
+                    denied,
+                    Denied::RateLimited { .. } | Denied::KeysUnavailable(_)
+                ) =>
+            {
                 to_vec(&Short {
                     status: Status::Failed,
                     message: &message,
@@ -241,6 +247,11 @@ impl ApiError {
                 if let Ok(v) = HeaderValue::from_str(&secs) {
                     r.headers_mut().insert(header::RETRY_AFTER, v);
                 }
+            }
+            // D47: the provider's keys are fetched every 30 s while there are none.
+            Self::Denied(Denied::KeysUnavailable(_)) => {
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
             }
             // RFC 9110 section 15.5.2: every 401 names how to authenticate; a client with
             // an authenticator set (Java's HttpClient behind a proxy) refuses one without.

@@ -389,7 +389,11 @@ async fn accept(
     if req.method != Method::POST {
         return Err(ApiError::MethodNotAllowed(req.method.to_string(), "POST"));
     }
-    *key_name = app.auth.get().check(req.headers, iface)?;
+    *key_name = app
+        .auth
+        .get()
+        .admit_following(req.headers, Some(iface))
+        .await?;
     check_transfer_encoding(req.headers)?;
     check_content_type(req.headers)?;
     let coding = content_coding(req.headers)?;

@@ -4,7 +4,9 @@
 //! metadata) is `http/oauth2.rs`; deciding who a request's credentials name is `http/auth.rs`.
 
 pub mod keys;
+pub mod provider;
 pub mod tokens;
 
 pub use keys::{KeyError, SigningKey};
-pub use tokens::{ALL_SCOPE, Grant, Issued, Issuer, TokenError, Verifier};
+pub use provider::{KeySet, ProviderKeys};
+pub use tokens::{ALL_SCOPE, Grant, Issued, Issuer, Provider, TokenError, Verifier};

@@ -6,6 +6,7 @@
 //! request does.
 
 use super::keys::SigningKey;
+use super::provider::ProviderKeys;
 use crate::config::{Access, OAuth2Client};
 use jsonwebtoken::{Algorithm, Header, Validation};
 use serde::{Deserialize, Serialize};
@@ -66,6 +67,8 @@ pub struct Grant {
     pub client_id: String,
     /// The interfaces its scope names.
     pub access: Access,
+    /// Issued by the customer's identity provider, not by the service.
+    pub external: bool,
 }
 
 /// Why a token is refused.
@@ -74,6 +77,25 @@ pub enum TokenError {
     /// Not a token the service accepts; why, for the log (the client is told only that).
     #[error("{0}")]
     Invalid(String),
+    /// Signed with a key the identity provider's set lacks (it may have rotated).
+    #[error("unknown kid {0}")]
+    UnknownKid(String),
+    /// The identity provider's key set has never been had: the token may be good (503).
+    #[error("{0}")]
+    NoKeySet(String),
+}
+
+/// The customer's identity provider (`[oauth2.external]`): what its tokens must say, and
+/// its keys.
+pub struct Provider {
+    /// `iss` its tokens carry.
+    pub issuer: String,
+    /// `aud` they must carry.
+    pub audience: String,
+    /// The claim naming what a token may use: `scope`, `scp` or `roles`.
+    pub scope_claim: String,
+    /// Its key set.
+    pub keys: Arc<ProviderKeys>,
 }
 
 fn now_secs() -> u64 {
@@ -131,12 +153,13 @@ impl Issuer {
 }
 
 /// Checks bearer tokens: the service's own (its current signing key, and the previous one
-/// until the tokens it signed have expired).
+/// until the tokens it signed have expired) and the identity provider's.
 pub struct Verifier {
     keys: Vec<Arc<SigningKey>>,
     issuer: String,
     audience: String,
     clients: HashMap<String, Access>,
+    provider: Option<Provider>,
     cache: Mutex<HashMap<[u8; 32], Checked>>,
 }
 
@@ -160,8 +183,20 @@ impl Verifier {
                 .iter()
                 .map(|c| (c.client_id.clone(), c.access.clone()))
                 .collect(),
+            provider: None,
             cache: Mutex::default(),
         }
+    }
+
+    /// Accepts the identity provider's tokens too.
+    pub fn with_provider(mut self, provider: Option<Provider>) -> Self {
+        self.provider = provider;
+        self
+    }
+
+    /// The identity provider's keys, if its tokens are accepted.
+    pub fn provider_keys(&self) -> Option<&Arc<ProviderKeys>> {
+        self.provider.as_ref().map(|p| &p.keys)
     }
 
     /// What `token` grants, or why it is refused.
@@ -190,7 +225,6 @@ impl Verifier {
     }
 
     fn check(&self, token: &str) -> Result<(Grant, u64), TokenError> {
-        let invalid = |why: &str| TokenError::Invalid(why.to_string());
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| TokenError::Invalid(format!("not a JWT: {e}")))?;
         if !matches!(
@@ -202,30 +236,34 @@ impl Verifier {
                 header.alg
             )));
         }
-        if header
-            .typ
-            .as_deref()
-            .map(str::to_ascii_lowercase)
-            .as_deref()
-            != Some("at+jwt")
-        {
+        let kid = header.kid.as_deref();
+        if let Some(key) = self.keys.iter().find(|k| Some(k.kid.as_str()) == kid) {
+            return self.check_own(token, &header, key);
+        }
+        match &self.provider {
+            Some(p) => check_external(token, &header, p),
+            None => Err(TokenError::Invalid(format!(
+                "unknown kid {}",
+                kid.unwrap_or("(none)")
+            ))),
+        }
+    }
+
+    fn check_own(
+        &self,
+        token: &str,
+        header: &Header,
+        key: &SigningKey,
+    ) -> Result<(Grant, u64), TokenError> {
+        let invalid = |why: &str| TokenError::Invalid(why.to_string());
+        let typ = header.typ.as_deref().map(str::to_ascii_lowercase);
+        if typ.as_deref() != Some("at+jwt") {
             return Err(invalid("typ is not at+jwt (RFC 9068)"));
         }
-        let kid = header.kid.as_deref().ok_or_else(|| invalid("no kid"))?;
-        let key = self
-            .keys
-            .iter()
-            .find(|k| k.kid == kid)
-            .ok_or_else(|| TokenError::Invalid(format!("unknown kid {kid}")))?;
         if key.alg != header.alg {
             return Err(invalid("the algorithm is not the key's"));
         }
-        let mut validation = Validation::new(key.alg);
-        validation.leeway = LEEWAY_SECS;
-        validation.validate_nbf = true;
-        validation.set_issuer(&[&self.issuer]);
-        validation.set_audience(&[&self.audience]);
-        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let validation = validation(key.alg, &self.issuer, &self.audience, "sub");
         let data = jsonwebtoken::decode::<Claims>(token, key.decoding(), &validation)
             .map_err(|e| TokenError::Invalid(e.to_string()))?;
         let claims = data.claims;
@@ -235,8 +273,82 @@ impl Verifier {
             .get(&client_id)
             .ok_or_else(|| TokenError::Invalid(format!("client {client_id} is not configured")))?;
         let access = scope_access(claims.scope.as_deref().unwrap_or(""), allowed);
-        Ok((Grant { client_id, access }, claims.exp))
+        let grant = Grant {
+            client_id,
+            access,
+            external: false,
+        };
+        Ok((grant, claims.exp))
     }
+}
+
+/// Checks with exp and nbf (a minute's leeway), `iss`, `aud` and `also` required.
+fn validation(alg: Algorithm, issuer: &str, audience: &str, also: &str) -> Validation {
+    let mut validation = Validation::new(alg);
+    validation.leeway = LEEWAY_SECS;
+    validation.validate_nbf = true;
+    validation.set_issuer(&[issuer]);
+    validation.set_audience(&[audience]);
+    validation.set_required_spec_claims(&["exp", "iss", "aud", also]);
+    validation
+}
+
+/// A token of the identity provider: its key by `kid`, `iss`, `aud`, and its scope claim.
+fn check_external(token: &str, header: &Header, p: &Provider) -> Result<(Grant, u64), TokenError> {
+    // Entra ID and Keycloak write `typ: JWT`; RFC 9068 providers `at+jwt`. Anything else (an
+    // ID token's `id_token+jwt`, a logout token) is not an access token.
+    let typ = header.typ.as_deref().map(str::to_ascii_lowercase);
+    if !matches!(
+        typ.as_deref(),
+        None | Some("jwt" | "at+jwt" | "application/at+jwt")
+    ) {
+        return Err(TokenError::Invalid(format!(
+            "typ {} is not an access token's",
+            typ.unwrap_or_default()
+        )));
+    }
+    let set = p
+        .keys
+        .current()
+        .ok_or_else(|| TokenError::NoKeySet(p.keys.missing().unwrap_or_default()))?;
+    let kid = header.kid.as_deref();
+    let (alg, key) = set
+        .find(kid)
+        .ok_or_else(|| TokenError::UnknownKid(kid.unwrap_or("(none)").to_string()))?;
+    if alg != header.alg {
+        return Err(TokenError::Invalid("the algorithm is not the key's".into()));
+    }
+    let validation = validation(alg, &p.issuer, &p.audience, "exp");
+    let data =
+        jsonwebtoken::decode::<serde_json::Map<String, serde_json::Value>>(token, key, &validation)
+            .map_err(|e| TokenError::Invalid(e.to_string()))?;
+    let claims = data.claims;
+    let text = |name: &str| claims.get(name).and_then(|v| v.as_str());
+    // Who the token was issued to: RFC 9068's client_id, Keycloak's azp, Entra v1's appid.
+    let client_id = ["client_id", "azp", "appid", "sub"]
+        .iter()
+        .find_map(|c| text(c))
+        .unwrap_or("unknown")
+        .to_string();
+    let scope = match claims.get(&p.scope_claim) {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(serde_json::Value::Array(values)) => values
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    };
+    let exp = claims
+        .get("exp")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    let grant = Grant {
+        client_id,
+        access: scope_access(&scope, &Access::All),
+        external: true,
+    };
+    Ok((grant, exp))
 }
 
 /// The interfaces a scope names, within what the client may use.
