@@ -44,6 +44,30 @@ fn print_oauth2(
         ),
         None => out!("  oauth2:      no signing key: the service issues no tokens"),
     }
+    if let Some(e) = &o.external {
+        let from = match &e.keys {
+            ap_intake::config::KeySource::Url(url) => url.clone(),
+            ap_intake::config::KeySource::File(file) => file.display().to_string(),
+        };
+        out!(
+            "  provider:    iss {:?}, aud {:?}, scopes from {:?}, keys from {from}",
+            e.issuer,
+            e.audience,
+            e.scope_claim
+        );
+        // A provider out of reach now is a warning, not an error (D47): the service starts,
+        // uses the set it last kept, and fetches again in the background.
+        match ap_intake::oauth2::ProviderKeys::probe(&e.keys) {
+            Ok(n) => out!("               {n} signing keys now"),
+            Err(why) => {
+                out!("  warning:     {why}");
+                out!(
+                    "               the service starts anyway; bearer tokens of the provider \
+                     get 503 until a key set is had (the last one kept in data_dir is used)"
+                );
+            }
+        }
+    }
 }
 
 /// Everything `serve` would check before listening, without opening the queue.

@@ -1,7 +1,8 @@
 //! SIGHUP (`systemctl reload`, D34): the config file is read again and what can change
 //! without a restart is applied: API keys and their rate limits, the TLS certificate and key
 //! (for new connections), the log level, the platform's credentials, CA, client certificate
-//! and proxy. A file that does not check is refused and logged; the running config stays.
+//! and proxy, and OAuth 2.0 (D47): `[auth] accept`, the clients, the identity provider, and
+//! the signing key (the previous one still accepted until the tokens it signed expire). A file that does not check is refused and logged; the running config stays.
 //! Everything else takes effect at the next restart, and the log says which keys changed.
 
 use crate::config::{Admin, Config, Delivery, DeliverySettings, Log, Server};
@@ -23,6 +24,9 @@ pub enum ReloadError {
     /// The new log level.
     #[error(transparent)]
     Level(#[from] crate::telemetry::LevelError),
+    /// The new signing key (`[oauth2] signing_key_file`).
+    #[error("[oauth2] signing_key_file: {0}")]
+    SigningKey(#[from] crate::oauth2::KeyError),
 }
 
 /// The parts of a running service a reload replaces.
@@ -33,6 +37,12 @@ pub struct Reloadable {
     pub tls: Arc<Live<Option<tokio_rustls::TlsAcceptor>>>,
     /// Where deliveries go.
     pub target: Arc<Live<Target>>,
+    /// The token endpoint's issuer and keys, if the service signs tokens.
+    pub oauth2: Option<Arc<crate::http::oauth2::Endpoints>>,
+    /// What the OAuth 2.0 parts of the last build leave for the next (D47).
+    pub oauth2_state: crate::oauth2::setup::State,
+    /// The service's stop signal, for the identity provider's key fetches a reload starts.
+    pub stop: crate::queue::Stop,
 }
 
 /// The reload of one service: its config file, what it started with and what it runs with
@@ -90,7 +100,7 @@ impl Reloader {
     }
 
     /// Builds everything first, so a broken certificate or proxy changes nothing; then swaps.
-    fn apply(&self, next: &Config) -> Result<Vec<&'static str>, ReloadError> {
+    fn apply(&mut self, next: &Config) -> Result<Vec<&'static str>, ReloadError> {
         // No `..` in this pattern nor in `needs_restart`'s: a key added to `Config` (or to one
         // of the sections named here) does not compile until it is applied below or named
         // restart-only there, so a reload never ignores a changed key without saying so (D34).
@@ -138,8 +148,9 @@ impl Reloader {
             schema_dir: _,
             accounting_types: _,
             receipt_retention: _,
-            oauth2: _,
-            accept: _,
+            // Applied: `oauth2::setup::build` reads every part of it.
+            oauth2,
+            accept,
         } = next;
         // Sandbox or not is decided at start: keys and deliveries follow the running mode.
         let sandbox = self.started.sandbox;
@@ -154,6 +165,11 @@ impl Reloader {
             (None, true) => Some(Target::Sandbox(SandboxSink::new(&self.started.data_dir))),
             _ => None,
         };
+        let o2 = crate::oauth2::setup::build(
+            oauth2.as_ref(),
+            &self.started.data_dir,
+            &self.parts.oauth2_state,
+        )?;
         crate::telemetry::set_level(level)?;
         let old = &self.current;
         let mut applied = Vec::new();
@@ -162,11 +178,37 @@ impl Reloader {
         }
         // A key whose name, hash and limits stay keeps its rate limiter, and with it what
         // its client has used of the burst (D20, D34).
+        let clients = oauth2.as_ref().map_or(&[][..], |o| &o.clients[..]);
         let auth = self.parts.auth.get().renewed(sandbox, api_keys.clone());
-        self.parts.auth.set(auth);
+        self.parts
+            .auth
+            .set(auth.with_oauth2(*accept, clients, o2.verifier.clone()));
         if old.api_keys != *api_keys {
             applied.push("api_keys");
         }
+        if old.accept != *accept {
+            applied.push("auth.accept");
+        }
+        if old.oauth2 != *oauth2 {
+            applied.push("oauth2");
+        }
+        let kid = |s: &crate::oauth2::setup::State| s.ring().map(|r| r.current().kid.clone());
+        if kid(&self.parts.oauth2_state) != kid(&o2.state) && self.parts.oauth2.is_some() {
+            applied.push("oauth2 signing key (the previous one accepted until its tokens expire)");
+        }
+        if let (Some(endpoints), Some(issuer), Some(ring)) =
+            (&self.parts.oauth2, o2.issuer, o2.state.ring())
+        {
+            endpoints.renew(issuer, ring.clone());
+        }
+        if let Some(keys) = &o2.opened {
+            let stop = self.parts.stop.clone();
+            tokio::spawn(crate::oauth2::provider::keep_fresh(
+                Arc::downgrade(keys),
+                async move { stop.signalled().await },
+            ));
+        }
+        self.parts.oauth2_state = o2.state;
         if self.started.server.tls.is_some() == tls.is_some() {
             self.parts.tls.set(tls);
             if next.server.tls.is_some() {
@@ -204,15 +246,20 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
         accounting_types,
         delivery,
         receipt_retention,
+        // Applied by `apply`, but for turning the token endpoint on or off.
         oauth2,
-        accept,
-        // Applied by `apply`.
         api_keys: _,
         platform: _,
+        accept: _,
     } = new;
     differs("sandbox", old.sandbox != *sandbox);
-    differs("oauth2", old.oauth2 != *oauth2);
-    differs("auth.accept", old.accept != *accept);
+    let signs = |o: &Option<crate::config::OAuth2Server>| {
+        o.as_ref().is_some_and(|o| o.signing_key_file.is_some())
+    };
+    differs(
+        "oauth2.signing_key_file (turning the token endpoint on or off)",
+        signs(&old.oauth2) != signs(oauth2),
+    );
     let Server {
         listen,
         tls,

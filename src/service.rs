@@ -264,15 +264,23 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .map(tls::server_config)
         .transpose()?;
     let tls = Arc::new(Live::new(tls.map(tokio_rustls::TlsAcceptor::from)));
-    let (endpoints, verifier) = oauth2_parts(config)?;
+    let oauth2 = crate::oauth2::setup::build(
+        config.oauth2.as_ref(),
+        &config.data_dir,
+        &crate::oauth2::setup::State::default(),
+    )?;
     let clients = config.oauth2.as_ref().map_or(&[][..], |o| &o.clients[..]);
     let auth = Arc::new(Live::new(
         Auth::new(config.sandbox, config.api_keys.clone()).with_oauth2(
             config.accept,
             clients,
-            verifier,
+            oauth2.verifier.clone(),
         ),
     ));
+    let endpoints = oauth2
+        .issuer
+        .zip(oauth2.state.ring().cloned())
+        .map(|(issuer, ring)| Arc::new(crate::http::oauth2::Endpoints::new(issuer, ring)));
     let store = open_store(config).await?;
     let metrics = Arc::new(Metrics::default());
     let commits = Arc::clone(&metrics);
@@ -319,6 +327,12 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         waker,
         until(&stop),
     ));
+    if let Some(keys) = &oauth2.opened {
+        tokio::spawn(crate::oauth2::provider::keep_fresh(
+            Arc::downgrade(keys),
+            until(&stop),
+        ));
+    }
     let pruner = tokio::spawn(crate::queue::receipt::keep_pruned(
         Arc::clone(&store),
         config.receipt_retention,
@@ -348,6 +362,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             store: Arc::clone(&store),
             metrics: Arc::clone(&metrics),
             schemas: compiled,
+            auth: Arc::clone(&auth),
         });
         tokio::spawn(http::serve(
             listener,
@@ -370,6 +385,9 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         auth,
         tls,
         target: worker.target(),
+        oauth2: endpoints,
+        oauth2_state: oauth2.state,
+        stop: stop.clone(),
     };
     Ok(Running {
         reloadable: Some(reloadable),
@@ -429,28 +447,6 @@ struct Handles<'a> {
     metrics: &'a Arc<Metrics>,
     request_log: &'a Arc<RequestLog>,
     oauth2: Option<&'a Arc<crate::http::oauth2::Endpoints>>,
-}
-
-/// The authorization server's endpoints and the checker of its tokens (D47), from the
-/// signing key `[oauth2]` names.
-type OAuth2Parts = (
-    Option<Arc<crate::http::oauth2::Endpoints>>,
-    Option<Arc<crate::oauth2::Verifier>>,
-);
-
-fn oauth2_parts(config: &Config) -> Result<OAuth2Parts, StartError> {
-    let Some(o) = &config.oauth2 else {
-        return Ok((None, None));
-    };
-    let Some(file) = &o.signing_key_file else {
-        return Ok((None, None));
-    };
-    let key = Arc::new(crate::oauth2::SigningKey::load(file)?);
-    let issuer = crate::oauth2::Issuer::new(Arc::clone(&key), &o.issuer, &o.audience, o.token_ttl);
-    let jwks = serde_json::json!({"keys": [key.jwk]});
-    let endpoints = crate::http::oauth2::Endpoints::new(issuer, &o.issuer, jwks);
-    let verifier = crate::oauth2::Verifier::new(vec![key], &o.issuer, &o.audience, &o.clients);
-    Ok((Some(Arc::new(endpoints)), Some(Arc::new(verifier))))
 }
 
 /// What the intake listener's handler shares: the intake pipeline, keys, limits, metrics.

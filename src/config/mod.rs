@@ -17,7 +17,7 @@ pub use oauth2::{Accept, External, KeySource, OAuth2Client, OAuth2Server};
 /// section, the message). `RawConfig::check` prefixes the section and the file.
 type KeyError = (&'static str, String);
 pub use database::{DEFAULT_LEASE_SECS, Postgres, redacted as redacted_url};
-pub use network::{Network, OAuth2, system_ca_bundle};
+pub use network::{Network, OAuth2, certificates, root_certs, system_ca_bundle};
 pub use platform::{
     Delivery, Platform, PlatformAuth, Policy as BackoffPolicy, Settings as DeliverySettings,
 };

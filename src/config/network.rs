@@ -188,3 +188,27 @@ pub fn system_ca_bundle() -> Option<Vec<u8>> {
         .chain(SYSTEM_BUNDLES)
         .find_map(|path| std::fs::read(path).ok().filter(|pem| !pem.is_empty()))
 }
+
+/// The certificates of a PEM bundle.
+pub fn certificates(pem: &[u8]) -> Vec<ureq::tls::Certificate<'static>> {
+    ureq::tls::parse_pem(pem)
+        .filter_map(|item| match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The CAs an outgoing HTTPS connection trusts: the system's, plus `extra` (a PEM bundle);
+/// the built-in Mozilla list when the system has no bundle and there is no `extra`.
+pub fn root_certs(extra: Option<&[u8]>) -> ureq::tls::RootCerts {
+    let mut roots = system_ca_bundle()
+        .map(|pem| certificates(&pem))
+        .unwrap_or_default();
+    roots.extend(extra.map(certificates).unwrap_or_default());
+    if roots.is_empty() {
+        ureq::tls::RootCerts::WebPki
+    } else {
+        ureq::tls::RootCerts::new_with_certs(&roots)
+    }
+}

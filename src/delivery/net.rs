@@ -2,39 +2,16 @@
 //! ca_file`, a client certificate, a proxy, and OAuth2 client-credential tokens cached until
 //! they expire.
 
-use crate::config::{Network, OAuth2};
+use crate::config::{Network, OAuth2, certificates, root_certs};
 use std::io::Read;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use ureq::tls::{Certificate, ClientCert, PemItem, RootCerts, TlsConfig};
-
-fn certificates(pem: &[u8]) -> Vec<Certificate<'static>> {
-    ureq::tls::parse_pem(pem)
-        .filter_map(|item| match item {
-            Ok(PemItem::Certificate(c)) => Some(c),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The system's trusted CAs.
-fn system_roots() -> Option<Vec<Certificate<'static>>> {
-    let certs = certificates(&crate::config::system_ca_bundle()?);
-    (!certs.is_empty()).then_some(certs)
-}
+use ureq::tls::{ClientCert, PemItem, TlsConfig};
 
 /// The TLS settings: system roots plus `ca_file` (or the built-in Mozilla list when the
 /// system has no bundle and no `ca_file` is given), and the client certificate.
 fn tls(network: &Network) -> Result<TlsConfig, ClientError> {
-    let mut roots = system_roots().unwrap_or_default();
-    if let Some(pem) = &network.ca_pem {
-        roots.extend(certificates(pem));
-    }
-    let root_certs = if roots.is_empty() {
-        RootCerts::WebPki
-    } else {
-        RootCerts::new_with_certs(&roots)
-    };
+    let root_certs = root_certs(network.ca_pem.as_deref());
     let client_cert = match &network.client_pem {
         Some((chain, key)) => {
             let key = ureq::tls::parse_pem(key)

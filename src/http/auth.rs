@@ -6,6 +6,7 @@
 use crate::config::{Accept, Access, ApiKey, OAuth2Client, RateLimit};
 use crate::interfaces::Interface;
 use crate::oauth2::{ProviderKeys, TokenError, Verifier};
+use base64::Engine;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use http::HeaderMap;
@@ -387,12 +388,25 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
-/// The spec's `Client_Id` and `Client_Secret` headers (D47).
+/// The spec's `Client_Id` and `Client_Secret` headers, or else HTTP Basic with the two
+/// (D47).
 fn client_secret(headers: &HeaderMap) -> Option<(String, String)> {
     let get = |name: &str| -> Option<String> {
         Some(headers.get(name)?.to_str().ok()?.trim().to_string())
     };
-    Some((get("client_id")?, get("client_secret")?))
+    if let (Some(id), Some(secret)) = (get("client_id"), get("client_secret")) {
+        return Some((id, secret));
+    }
+    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let (id, secret) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
+    Some((id.to_string(), secret.to_string()))
 }
 
 #[cfg(test)]

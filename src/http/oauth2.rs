@@ -7,7 +7,8 @@
 
 use super::{App, ConnInfo};
 use crate::config::Access;
-use crate::oauth2::{ALL_SCOPE, Issuer};
+use crate::live::Live;
+use crate::oauth2::{ALL_SCOPE, Issuer, KeyRing};
 use base64::Engine;
 use bytes::Buf;
 use futures_util::{Stream, StreamExt};
@@ -36,25 +37,27 @@ const PER_ADDRESS: (u32, u32) = (5, 20);
 
 /// What the endpoints serve.
 pub struct Endpoints {
-    issuer: Issuer,
-    issuer_name: String,
-    jwks: Value,
+    /// The issuer and the keys it has signed with; a reload replaces them (D34).
+    issuing: Live<(Issuer, KeyRing)>,
     /// Token requests per client address.
     limiter: DefaultKeyedRateLimiter<IpAddr>,
 }
 
 impl Endpoints {
-    /// Issuing with `issuer`; `jwks` is the public keys' set.
-    pub fn new(issuer: Issuer, issuer_name: &str, jwks: Value) -> Self {
+    /// Issuing with `issuer`; `ring` holds its key and the ones still accepted.
+    pub fn new(issuer: Issuer, ring: KeyRing) -> Self {
         let (rate, burst) = PER_ADDRESS;
         let quota = Quota::per_second(NonZeroU32::new(rate).unwrap_or(NonZeroU32::MIN))
             .allow_burst(NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN));
         Self {
-            issuer,
-            issuer_name: issuer_name.to_string(),
-            jwks,
+            issuing: Live::new((issuer, ring)),
             limiter: RateLimiter::keyed(quota),
         }
+    }
+
+    /// A reload's issuer and keys; the per-address limits stay.
+    pub fn renew(&self, issuer: Issuer, ring: KeyRing) {
+        self.issuing.set((issuer, ring));
     }
 }
 
@@ -119,7 +122,12 @@ pub async fn answer(
     };
     let get = method == Method::GET || method == Method::HEAD;
     match path {
-        JWKS if get => json_response(StatusCode::OK, &endpoints.jwks),
+        JWKS if get => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            json_response(StatusCode::OK, &endpoints.issuing.get().1.jwks(now))
+        }
         METADATA if get => json_response(StatusCode::OK, &metadata(app, endpoints, headers)),
         TOKEN if method == Method::POST => {
             let client = conn.map(|c| c.client);
@@ -184,7 +192,7 @@ fn metadata(app: &App, endpoints: &Endpoints, headers: &HeaderMap) -> Value {
     let mut scopes: Vec<&str> = crate::interfaces::INTERFACES.iter().map(|i| i.id).collect();
     scopes.push(ALL_SCOPE);
     json!({
-        "issuer": endpoints.issuer_name,
+        "issuer": endpoints.issuing.get().0.name(),
         "token_endpoint": format!("{scheme}://{host}{TOKEN}"),
         "jwks_uri": format!("{scheme}://{host}{JWKS}"),
         "grant_types_supported": ["client_credentials"],
@@ -285,7 +293,9 @@ async fn token(
     }
     let scope = granted_scope(param("scope"), &c.access)?;
     let issued = endpoints
-        .issuer
+        .issuing
+        .get()
+        .0
         .issue(&c.client_id, &scope)
         .map_err(|e| oauth_error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", e))?;
     Ok(json!({

@@ -3,6 +3,8 @@
 //! connection loop and rules (`super::serve`: header timeout, connection caps, the early look
 //! of D42) with these routes.
 
+use super::auth::Auth;
+use crate::live::Live;
 use crate::metrics::{Format, Metrics};
 use crate::queue::Store;
 use http::{Method, StatusCode};
@@ -23,6 +25,8 @@ pub struct Ops {
     /// schema compiles (`Validator::load`), and schemas are never reloaded, so readiness
     /// reports what start-up established rather than checking again.
     pub schemas: usize,
+    /// Who may call: not ready while bearer tokens cannot be checked at all (D47).
+    pub auth: Arc<Live<Auth>>,
 }
 
 impl Ops {
@@ -52,7 +56,8 @@ impl<T: warp::Reply> WithStatus for T {
 }
 
 /// Ready when the queue takes a real write (a committed transaction, with the free-space rule
-/// of D30) and is not known to be damaged (D29), and the schemas are compiled.
+/// of D30) and is not known to be damaged (D29), the schemas are compiled, and bearer tokens
+/// can be checked (the identity provider's key set has been had once, D47).
 async fn ready(ops: Arc<Ops>) -> Response {
     let store = Arc::clone(&ops.store);
     let storage = match tokio::task::spawn_blocking(move || store.probe()).await {
@@ -61,12 +66,17 @@ async fn ready(ops: Arc<Ops>) -> Response {
         Err(e) => Err(e.to_string()),
     };
     let schemas_ok = ops.schemas_compiled();
-    let body = json!({
-        "status": if storage.is_ok() && schemas_ok { "ready" } else { "not ready" },
+    let tokens = ops.auth.get().not_ready();
+    let ok = storage.is_ok() && schemas_ok && tokens.is_none();
+    let mut body = json!({
+        "status": if ok { "ready" } else { "not ready" },
         "storage": storage.as_ref().map_or_else(|e| e.clone(), |()| "writable".into()),
         "schemas": format!("{} of {} compiled", ops.schemas, crate::interfaces::INTERFACES.len()),
     });
-    let status = if storage.is_ok() && schemas_ok {
+    if let Some(why) = tokens {
+        body["tokens"] = json!(why);
+    }
+    let status = if ok {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
@@ -80,7 +90,9 @@ async fn metrics(ops: Arc<Ops>, accept: Option<String>) -> Response {
     let format = Format::accepted(accept.as_deref());
     let text = tokio::task::spawn_blocking(move || {
         // What /readyz would answer now, for the alert rules (D46).
-        let ready = ops.store.probe().is_ok() && ops.schemas_compiled();
+        let ready = ops.store.probe().is_ok()
+            && ops.schemas_compiled()
+            && ops.auth.get().not_ready().is_none();
         ops.metrics.render(ops.store.as_ref(), ready, format)
     })
     .await

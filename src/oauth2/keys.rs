@@ -4,6 +4,7 @@
 //! the cryptography (the provider rustls already uses); nothing here is written by hand but
 //! the JSON of the JWK.
 
+use super::tokens::LEEWAY_SECS;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey};
@@ -11,6 +12,8 @@ use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, Ed25519KeyP
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Why a signing key cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -157,6 +160,78 @@ pub fn generate_pem() -> Result<String, KeyError> {
     Ok(pem::encode(&pem::Pem::new("PRIVATE KEY", pkcs8.as_ref())))
 }
 
+/// The service's signing keys (D47): the one tokens are signed with now, and those a reload
+/// replaced, each still accepted until the last token it could have signed has expired.
+#[derive(Debug, Clone)]
+pub struct KeyRing {
+    current: Arc<SigningKey>,
+    /// Replaced keys, each with the Unix second after which no token it signed is live.
+    retired: Vec<(Arc<SigningKey>, u64)>,
+}
+
+impl KeyRing {
+    /// Signing with `current`, nothing retired.
+    pub fn new(current: Arc<SigningKey>) -> Self {
+        Self {
+            current,
+            retired: Vec::new(),
+        }
+    }
+
+    /// The ring after a reload read `next` at `now`: the same key changes nothing; another
+    /// one retires the current key until tokens of `ttl` (the lifetime it signed with) and the
+    /// clock leeway have run out. Keys retired long enough ago leave.
+    pub fn rotated(&self, next: Arc<SigningKey>, ttl: Duration, now: u64) -> Self {
+        let mut retired: Vec<_> = self
+            .retired
+            .iter()
+            .filter(|(k, until)| *until >= now && k.kid != next.kid)
+            .cloned()
+            .collect();
+        if next.kid != self.current.kid {
+            retired.push((Arc::clone(&self.current), now + ttl.as_secs() + LEEWAY_SECS));
+        }
+        Self {
+            current: next,
+            retired,
+        }
+    }
+
+    /// The key tokens are signed with.
+    pub fn current(&self) -> &Arc<SigningKey> {
+        &self.current
+    }
+
+    /// Whether a reload retired a key whose tokens may still be live at `now`.
+    pub fn retiring(&self, now: u64) -> usize {
+        self.retired
+            .iter()
+            .filter(|(_, until)| *until >= now)
+            .count()
+    }
+
+    /// The key named `kid` if a token signed with it may be live at `now`.
+    pub fn find(&self, kid: &str, now: u64) -> Option<&Arc<SigningKey>> {
+        std::iter::once(&self.current)
+            .chain(
+                self.retired
+                    .iter()
+                    .filter(|(_, until)| *until >= now)
+                    .map(|(k, _)| k),
+            )
+            .find(|k| k.kid == kid)
+    }
+
+    /// The public keys accepted at `now` as a JWK set (RFC 7517), for `/oauth2/jwks`.
+    pub fn jwks(&self, now: u64) -> Value {
+        let retired = self.retired.iter().filter(|(_, until)| *until >= now);
+        let keys: Vec<&Value> = std::iter::once(&self.current.jwk)
+            .chain(retired.map(|(k, _)| &k.jwk))
+            .collect();
+        json!({ "keys": keys })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +261,36 @@ mod tests {
             B64.encode(Sha256::digest(thumbprint.as_bytes())),
             "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k"
         );
+    }
+
+    /// D47, issue 47: a reload's new key signs; the one it replaced is accepted, and
+    /// published, until a token it signed at the reload would have expired (ttl + leeway).
+    #[test]
+    fn a_replaced_key_is_accepted_until_its_last_token_expires() {
+        let key = || Arc::new(SigningKey::from_pem(generate_pem().unwrap().as_bytes()).unwrap());
+        let (a, b, c) = (key(), key(), key());
+        let ttl = Duration::from_secs(3600);
+        let ring = KeyRing::new(Arc::clone(&a)).rotated(Arc::clone(&b), ttl, 1000);
+        assert_eq!(ring.current().kid, b.kid);
+        let until = 1000 + 3600 + LEEWAY_SECS;
+        assert!(ring.find(&a.kid, until).is_some());
+        assert!(ring.find(&a.kid, until + 1).is_none());
+        assert_eq!(ring.jwks(until)["keys"].as_array().unwrap().len(), 2);
+        assert_eq!(ring.jwks(until + 1)["keys"].as_array().unwrap().len(), 1);
+        assert_eq!(ring.retiring(1000), 1);
+        let same = ring.rotated(Arc::clone(&b), ttl, 2000);
+        assert!(
+            same.find(&a.kid, 2000).is_some(),
+            "the same key again retires nothing new"
+        );
+        assert_eq!(same.retiring(2000), 1);
+        let later = ring.rotated(Arc::clone(&c), ttl, until + 1);
+        assert!(
+            later.find(&a.kid, until + 1).is_none(),
+            "a lapsed key leaves"
+        );
+        assert!(later.find(&b.kid, until + 1).is_some());
+        assert!(later.find(&c.kid, until + 1).is_some());
+        assert!(ring.find("no such kid", 1000).is_none());
     }
 }

@@ -5,8 +5,9 @@
 
 pub mod keys;
 pub mod provider;
+pub mod setup;
 pub mod tokens;
 
-pub use keys::{KeyError, SigningKey};
+pub use keys::{KeyError, KeyRing, SigningKey};
 pub use provider::{KeySet, ProviderKeys};
 pub use tokens::{ALL_SCOPE, Grant, Issued, Issuer, Provider, TokenError, Verifier};

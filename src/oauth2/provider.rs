@@ -135,13 +135,7 @@ impl ProviderKeys {
         let keys = Arc::new(Self {
             source: source.clone(),
             cache: data_dir.join(CACHE_FILE),
-            agent: ureq::Agent::config_builder()
-                .timeout_global(Some(FETCH_TIMEOUT))
-                .http_status_as_error(false)
-                .max_redirects(3)
-                .user_agent(concat!("ap-intake/", env!("CARGO_PKG_VERSION")))
-                .build()
-                .into(),
+            agent: agent(),
             set: RwLock::new(None),
             last_error: RwLock::new(None),
             kid_fetch: tokio::sync::Mutex::new(None),
@@ -153,6 +147,11 @@ impl ProviderKeys {
         };
         keys.settle(first.map(|set| (set, None)));
         keys
+    }
+
+    /// Where the set comes from.
+    pub fn source(&self) -> &KeySource {
+        &self.source
     }
 
     /// The set tokens are checked against now.
@@ -182,7 +181,7 @@ impl ProviderKeys {
     pub fn refresh(&self) -> Result<usize, String> {
         let got = match &self.source {
             KeySource::File(file) => read_set(file).map(|s| (s, None)),
-            KeySource::Url(url) => self.fetch(url),
+            KeySource::Url(url) => fetch(&self.agent, url),
         };
         let n = got.as_ref().map(|(s, _)| s.len()).map_err(Clone::clone);
         self.settle(got);
@@ -212,28 +211,13 @@ impl ProviderKeys {
         }
     }
 
-    fn fetch(&self, url: &str) -> Result<(KeySet, Option<Vec<u8>>), String> {
-        let mut reply = self
-            .agent
-            .get(url)
-            .call()
-            .map_err(|e| format!("cannot fetch {url}: {e}"))?;
-        let status = reply.status().as_u16();
-        if status != 200 {
-            return Err(format!("{url} answered {status}"));
+    /// What `check-config` says of `source` now: how many usable keys it has, or why none
+    /// (a set fetched is not kept: the service fetches its own).
+    pub fn probe(source: &KeySource) -> Result<usize, String> {
+        match source {
+            KeySource::File(file) => read_set(file).map(|s| s.len()),
+            KeySource::Url(url) => fetch(&agent(), url).map(|(s, _)| s.len()),
         }
-        let mut bytes = Vec::new();
-        reply
-            .body_mut()
-            .as_reader()
-            .take(MAX_SET_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| format!("cannot read {url}: {e}"))?;
-        if bytes.len() as u64 > MAX_SET_BYTES {
-            return Err(format!("{url}: the key set is over {MAX_SET_BYTES} bytes"));
-        }
-        let set = KeySet::parse(&bytes).map_err(|e| format!("{url}: {e}"))?;
-        Ok((set, Some(bytes)))
     }
 
     /// For a token whose `kid` the set lacks: fetches the set again unless that was done
@@ -262,6 +246,46 @@ impl ProviderKeys {
             Err(_) => false,
         }
     }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(FETCH_TIMEOUT))
+        .http_status_as_error(false)
+        .max_redirects(3)
+        // The system's CAs: an on-premises Keycloak or ADFS has the site's own CA there.
+        .tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(crate::config::root_certs(None))
+                .build(),
+        )
+        .user_agent(concat!("ap-intake/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .into()
+}
+
+/// The set at `url`, and its bytes (to keep on disk).
+fn fetch(agent: &ureq::Agent, url: &str) -> Result<(KeySet, Option<Vec<u8>>), String> {
+    let mut reply = agent
+        .get(url)
+        .call()
+        .map_err(|e| format!("cannot fetch {url}: {e}"))?;
+    let status = reply.status().as_u16();
+    if status != 200 {
+        return Err(format!("{url} answered {status}"));
+    }
+    let mut bytes = Vec::new();
+    reply
+        .body_mut()
+        .as_reader()
+        .take(MAX_SET_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {url}: {e}"))?;
+    if bytes.len() as u64 > MAX_SET_BYTES {
+        return Err(format!("{url}: the key set is over {MAX_SET_BYTES} bytes"));
+    }
+    let set = KeySet::parse(&bytes).map_err(|e| format!("{url}: {e}"))?;
+    Ok((set, Some(bytes)))
 }
 
 fn read_set(file: &Path) -> Result<KeySet, String> {

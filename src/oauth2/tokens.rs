@@ -5,7 +5,7 @@
 //! remembered by its SHA-256 until it expires, so a bearer request costs about what a key
 //! request does.
 
-use super::keys::SigningKey;
+use super::keys::{KeyRing, SigningKey};
 use super::provider::ProviderKeys;
 use crate::config::{Access, OAuth2Client};
 use jsonwebtoken::{Algorithm, Header, Validation};
@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const ALL_SCOPE: &str = "ap-intake.write";
 
 /// Clock skew tolerated on exp and nbf (D47).
-const LEEWAY_SECS: u64 = 60;
+pub const LEEWAY_SECS: u64 = 60;
 
 /// Tokens remembered at most; past it, the expired ones go, then all.
 const CACHE_MAX: usize = 10_000;
@@ -123,6 +123,11 @@ impl Issuer {
         }
     }
 
+    /// The `iss` of its tokens.
+    pub fn name(&self) -> &str {
+        &self.issuer
+    }
+
     /// A token for `client_id` with `scope` (interface ids, or [`ALL_SCOPE`]).
     pub fn issue(&self, client_id: &str, scope: &[String]) -> Result<Issued, String> {
         let now = now_secs();
@@ -155,7 +160,8 @@ impl Issuer {
 /// Checks bearer tokens: the service's own (its current signing key, and the previous one
 /// until the tokens it signed have expired) and the identity provider's.
 pub struct Verifier {
-    keys: Vec<Arc<SigningKey>>,
+    /// The service's own keys; none where it issues no tokens.
+    ring: Option<KeyRing>,
     issuer: String,
     audience: String,
     clients: HashMap<String, Access>,
@@ -167,16 +173,16 @@ pub struct Verifier {
 type Checked = (Arc<Grant>, u64);
 
 impl Verifier {
-    /// Accepts tokens signed with one of `keys`, naming `issuer` and `audience`, of one of
+    /// Accepts tokens signed with a key of `ring`, naming `issuer` and `audience`, of one of
     /// `clients` (a client no longer configured has no valid token).
     pub fn new(
-        keys: Vec<Arc<SigningKey>>,
+        ring: Option<KeyRing>,
         issuer: &str,
         audience: &str,
         clients: &[OAuth2Client],
     ) -> Self {
         Self {
-            keys,
+            ring,
             issuer: issuer.to_string(),
             audience: audience.to_string(),
             clients: clients
@@ -237,7 +243,12 @@ impl Verifier {
             )));
         }
         let kid = header.kid.as_deref();
-        if let Some(key) = self.keys.iter().find(|k| Some(k.kid.as_str()) == kid) {
+        let own = self
+            .ring
+            .as_ref()
+            .zip(kid)
+            .and_then(|(r, kid)| r.find(kid, now_secs()));
+        if let Some(key) = own {
             return self.check_own(token, &header, key);
         }
         match &self.provider {
