@@ -29,7 +29,7 @@ const requireFrom = createRequire(join(nodeModules, 'resolve-from-here.js'));
 const load = (name) => import(pathToFileURL(requireFrom.resolve(name)).href);
 
 const RESOURCE = 'api://ap-intake';
-const SCOPES = 'ap-intake.write general-ledger-codes-v1 vendors-v1';
+const SCOPES = 'ap-intake.write general-ledger-codes-v1 vendor-data-v1';
 const SECRET = 'idp-secret';
 
 async function genkey(alg, kid) {

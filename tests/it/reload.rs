@@ -34,7 +34,7 @@ fn config(data: &Path, keys: &[&str]) -> String {
     text
 }
 
-fn hangup(service: &Service) {
+pub(crate) fn hangup(service: &Service) {
     let pid = service.child.id().to_string();
     let ok = std::process::Command::new("kill")
         .args(["-HUP", &pid])
@@ -45,7 +45,7 @@ fn hangup(service: &Service) {
 }
 
 /// Waits until the service's log has `n` lines containing `text`.
-fn wait_log(service: &Service, text: &str, n: usize) {
+pub(crate) fn wait_log(service: &Service, text: &str, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while service.stderr().matches(text).count() < n {
         assert!(

@@ -1,6 +1,12 @@
 //! OAuth 2.0 client credentials (D47, issue 47): the service's token endpoint, bearer tokens
 //! on the interfaces and receipts checked before the body is read, every way a token can be
-//! wrong, scopes, and two nodes sharing a signing key.
+//! wrong, scopes, and two nodes sharing a signing key; the spec's Client_Id and
+//! Client_Secret on each request. `external.rs`: the customer's identity provider (a real
+//! OpenID provider); `reload.rs`: SIGHUP; `library.rs`: a real OAuth 2.0 client library.
+
+mod external;
+mod library;
+mod reload;
 
 use crate::common::*;
 use ap_intake::config::Config;
@@ -403,4 +409,56 @@ fn nodes_with_one_signing_key_accept_each_others_tokens() {
     let from_a = token(&a, CLIENT, None);
     assert_eq!(post_bearer(&b, GL, &from_a).status, 202);
     assert_eq!(post_bearer(&c, GL, &from_a).status, 401);
+}
+
+/// D47: with `[auth] accept` naming `client_secret`, the spec's Client_Id and Client_Secret
+/// headers on a request authenticate it, and so does HTTP Basic with the two; a wrong secret
+/// is 401 even beside a good key; without `client_secret` in the list the headers are the
+/// spec's informational ones and authenticate nothing (http_edge keeps them harmless).
+#[test]
+fn the_specs_client_id_and_secret_authenticate_when_accepted() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = signing_key(keys.path(), "k.pem");
+    let dir = tempfile::tempdir().unwrap();
+    let tables = format!(
+        "{}[auth]\naccept = [\"api_key\", \"client_secret\"]\n",
+        oauth2_tables(&key)
+    );
+    let text = config_for(&dir.path().join("data"), "", NOWHERE, &tables);
+    let app = TestApp::start_config(dir, Config::parse(&text, Path::new("t.toml")).unwrap());
+    let body = envelope(&[gl("CS1")]).to_string();
+    let json = ("Content-Type", "application/json");
+    let send = |h: &[(&str, &str)]| {
+        let mut all = vec![json];
+        all.extend_from_slice(h);
+        app.post_with(GL, &body, &all)
+    };
+    let r = send(&[("Client_Id", CLIENT), ("Client_Secret", SECRET)]);
+    assert_eq!(r.status, 202, "{}", r.text);
+    let r = send(&[("Authorization", &basic(CLIENT, SECRET))]);
+    assert_eq!(r.status, 202, "{}", r.text);
+    // The client's interfaces bound it: GL only.
+    let vendors = app.post_with(
+        "/vendor-data/v1",
+        &envelope(&[fixture("vendor-data", "minimal")]).to_string(),
+        &[json, ("Client_Id", CLIENT), ("Client_Secret", SECRET)],
+    );
+    assert_eq!(vendors.status, 403, "{}", vendors.text);
+    for wrong in [
+        vec![("Client_Id", CLIENT), ("Client_Secret", "wrong")],
+        vec![("Authorization", basic(CLIENT, "wrong").leak() as &str)],
+        vec![("Client_Id", "nobody"), ("Client_Secret", SECRET)],
+        vec![
+            ("x-api-key", KEY),
+            ("Client_Id", CLIENT),
+            ("Client_Secret", "wrong"),
+        ],
+    ] {
+        let r = send(&wrong);
+        assert_eq!(r.status, 401, "{wrong:?}: {}", r.text);
+    }
+    // Bearer tokens are not in this list: a good token is refused.
+    let issued = token(&app, CLIENT, None);
+    assert_eq!(post_bearer(&app, GL, &issued).status, 401);
+    assert_eq!(app.item(&gl_key("CS1")).map(|i| i.version), Some(2));
 }
