@@ -473,10 +473,17 @@ fn intake_app(config: &Config, validator: Validator, h: Handles<'_>) -> Arc<App>
         },
         waker.clone(),
     );
+    let security = crate::openapi::Security {
+        sandbox: config.sandbox,
+        api_key: config.accept.api_key,
+        bearer: config.accept.bearer && config.oauth2.is_some(),
+        token_endpoint: oauth2.is_some(),
+        client_secret: config.accept.client_secret,
+    };
     let document = crate::openapi::document(
         intake.checker().validator(),
         &config.accounting_types,
-        config.sandbox,
+        security,
     );
     Arc::new(App {
         console: crate::http::console::Console::new(&document),

@@ -16,6 +16,9 @@ mod parts;
 mod paths;
 mod record;
 mod responses;
+mod security;
+
+pub use security::Security;
 
 use crate::interfaces::{INTERFACES, Interface};
 use crate::validate::Validator;
@@ -23,9 +26,12 @@ use paths::{At, Context};
 use serde_json::{Map, Value, json};
 
 /// The document served at `GET /openapi.json`: `accounting_types` are the values the
-/// `accountingType` query parameter takes; in `sandbox` no key is needed (D21).
-pub fn document(validator: &Validator, accounting_types: &[String], sandbox: bool) -> Value {
-    let cx = Context { sandbox };
+/// `accountingType` query parameter takes; `security` what authenticates a request (none in
+/// sandbox, D21).
+pub fn document(validator: &Validator, accounting_types: &[String], security: Security) -> Value {
+    let cx = Context {
+        sandbox: security.sandbox,
+    };
     let mut path_items = Map::new();
     let mut schemas = bodies::schemas();
     schemas.insert("AccountingType".into(), accounting_type(accounting_types));
@@ -71,7 +77,7 @@ pub fn document(validator: &Validator, accounting_types: &[String], sandbox: boo
     });
     let mut doc = json!({
         "openapi": "3.1.0",
-        "info": info(sandbox),
+        "info": info(security.sandbox),
         // Relative: the appliance as the client reached it (its address, or its reverse
         // proxy's), which the console's requests then go to; linters want servers declared.
         "servers": [{
@@ -87,16 +93,11 @@ pub fn document(validator: &Validator, accounting_types: &[String], sandbox: boo
         ],
         "paths": path_items,
     });
-    if !sandbox {
-        components["securitySchemes"] = json!({"ApiKey": {
-            "type": "apiKey", "in": "header", "name": "x-api-key",
-            "description": "An API key of [[api_keys]] that may use the interface (D20)."
-        }});
-        doc["security"] = json!([{"ApiKey": []}]);
-    } else {
-        // The empty requirement: no credentials needed (OpenAPI 3.1, section 4.8.30).
-        doc["security"] = json!([{}]);
+    let (schemes, required) = security::schemes(security);
+    if !security.sandbox {
+        components["securitySchemes"] = schemes;
     }
+    doc["security"] = required;
     doc["components"] = components;
     drop_unused_components(&mut doc);
     doc

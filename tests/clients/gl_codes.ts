@@ -2,7 +2,7 @@
 // /openapi.json (schema.d.ts beside this file), as an integrator would: tests/it/clients.rs
 // compiles it with `tsc --strict` and runs it (D38 addendum).
 //
-//     node gl_codes.js BASE_URL API_KEY
+//     node gl_codes.js BASE_URL API_KEY|token:ACCESS_TOKEN
 //
 // Sends a GL code record (202), an invalid one (400 with its typed error list), a dry run
 // (200), and reads the receipt. Prints one line per check; exits 1 at the first failure.
@@ -21,7 +21,11 @@ function check(ok: boolean, what: string): void {
 }
 
 async function main(baseUrl: string, key: string): Promise<void> {
-  const client = createClient<paths>({ baseUrl, headers: { "x-api-key": key } });
+  // An API key, or an OAuth 2.0 access token passed as token:<jwt> (D47).
+  const headers: Record<string, string> = key.startsWith("token:")
+    ? { Authorization: `Bearer ${key.slice("token:".length)}` }
+    : { "x-api-key": key };
+  const client = createClient<paths>({ baseUrl, headers });
   const record: GlRecord = { code: "4000", type: "DEDUCTABLE", description_en: "Office supplies" };
   const body: GlRequest = { objects: { object: { record: [record] } } };
 

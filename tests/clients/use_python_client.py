@@ -1,7 +1,7 @@
 """Uses a client that openapi-python-client generated from the service's /openapi.json, as an
 integrator would (tests/it/clients.rs runs it; D38 addendum).
 
-    python3 use_python_client.py BASE_URL API_KEY OPENAPI_JSON
+    python3 use_python_client.py BASE_URL API_KEY|token:ACCESS_TOKEN OPENAPI_JSON
 
 For every interface path of the document: its documented example is parsed into the
 generated request model and sent (202, a Result), then sent as a dry run (200), and its receipt
@@ -44,10 +44,14 @@ def canonical(doc, op):
 
 def main(base_url, key, document):
     doc = json.load(open(document))
-    # The API key header, as README "A generated client" shows it.
-    client = AuthenticatedClient(
-        base_url=base_url, token=key, auth_header_name="x-api-key", prefix=""
-    )
+    if key.startswith("token:"):
+        # An OAuth 2.0 access token (D47): the client's default, Authorization: Bearer.
+        client = AuthenticatedClient(base_url=base_url, token=key.removeprefix("token:"))
+    else:
+        # The API key header, as README "A generated client" shows it.
+        client = AuthenticatedClient(
+            base_url=base_url, token=key, auth_header_name="x-api-key", prefix=""
+        )
     for path, item in doc["paths"].items():
         op = item.get("post")
         if op is None or path.startswith("/validate/"):

@@ -100,6 +100,50 @@ fn a_developer_sends_the_example_from_the_console() {
     );
 }
 
+/// D47, issue 47: with `[oauth2]`, the console's Authorize dialog offers the client-credentials
+/// flow; a developer enters a client's id and secret, the console fetches a token from
+/// `/oauth2/token` (the relative tokenUrl resolved against the console's own address) and the
+/// example goes out with `Authorization: Bearer` and is queued.
+#[test]
+fn a_developer_fetches_a_token_in_the_console_and_sends_with_it() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("signing.pem");
+    std::fs::write(&key, ap_intake::oauth2::keys::generate_pem().unwrap()).unwrap();
+    let tables = format!(
+        "[oauth2]\nsigning_key_file = '{}'\n[[oauth2.clients]]\nclient_id = \"erp-console\"\n\
+         secret_sha256 = \"{}\"\ninterfaces = [\"*\"]\n",
+        key.display(),
+        sha("console-secret")
+    );
+    let text = config_text(&dir.path().join("data"), "", &tables);
+    let config = ap_intake::config::Config::parse(&text, std::path::Path::new("t.toml")).unwrap();
+    let app = TestApp::start_config(dir, config);
+    browser.watch_policy_violations();
+    browser.goto(&app.url("/docs"));
+    browser.text_of(".swagger-ui .info .title", "ap-intake");
+    browser.click(".scheme-container button.authorize");
+    browser.type_into("#client_id_clientCredentials", "erp-console");
+    browser.type_into("#client_secret_clientCredentials", "console-secret");
+    let oauth2 = "//div[contains(@class,'auth-container')][contains(., 'clientCredentials')]";
+    browser.click(&format!("{oauth2}//button[contains(@class,'authorize')]"));
+    let shown = browser.text_of(oauth2, "Logout");
+    assert!(
+        shown.contains("Logout"),
+        "the token was not fetched: {shown}"
+    );
+    browser.click(".modal-ux button.btn-done");
+    let op = "#operations-Intake-general-ledger-codes-v1";
+    let (status, body) = try_the_example(&browser, op);
+    assert_eq!(status.trim(), "202", "{body}");
+    let curl = browser.text_of(&format!("{op} .curl-command"), "Bearer");
+    assert!(curl.contains("Authorization: Bearer ey"), "{curl}");
+    assert!(app.item(&gl_key("4000")).is_some(), "the example is queued");
+    assert_the_policy_held(&browser);
+}
+
 /// Authorize, the key, Authorize, Close.
 fn authorize(browser: &Browser, key: &str) {
     browser.click(".scheme-container button.authorize");

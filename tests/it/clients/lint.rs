@@ -29,6 +29,7 @@ fn redocly_and_spectral_find_nothing_in_the_document() {
     for (name, app) in [
         ("keys", TestApp::start()),
         ("sandbox", TestApp::start_with("sandbox = true", "")),
+        ("tokens", app_with_tokens().0),
     ] {
         let file = dir.path().join(format!("{name}.json"));
         std::fs::write(&file, document(&app).to_string()).unwrap();

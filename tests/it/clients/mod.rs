@@ -152,3 +152,32 @@ fn names_as_generators_write_them() {
     );
     assert!(support("gl_codes.ts").exists() && support("use_python_client.py").exists());
 }
+
+/// A service that also issues tokens (D47): a client `erp-generated` that may use every
+/// interface, and a token of it fetched from `/oauth2/token`. The generated clients send
+/// with the key and with the token (issue 47).
+fn app_with_tokens() -> (TestApp, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("signing.pem");
+    std::fs::write(&key, ap_intake::oauth2::keys::generate_pem().unwrap()).unwrap();
+    let tables = format!(
+        "[oauth2]\nsigning_key_file = '{}'\n[[oauth2.clients]]\nclient_id = \"erp-generated\"\n\
+         secret_sha256 = \"{}\"\ninterfaces = [\"*\"]\n",
+        key.display(),
+        crate::common::sha("generated-secret")
+    );
+    let text = crate::common::config_text(&dir.path().join("data"), "", &tables);
+    let config = ap_intake::config::Config::parse(&text, Path::new("t.toml")).unwrap();
+    let app = TestApp::start_config(dir, config);
+    let mut r = crate::common::agent()
+        .post(&app.url("/oauth2/token"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .send(
+            "grant_type=client_credentials&client_id=erp-generated&client_secret=generated-secret",
+        )
+        .unwrap();
+    let r = crate::common::reply_of(&mut r);
+    assert_eq!(r.status, 200, "{}", r.text);
+    let token = r.json()["access_token"].as_str().unwrap().to_string();
+    (app, format!("token:{token}"))
+}

@@ -119,7 +119,7 @@ fn a_generated_python_client_sends_every_example_and_parses_every_answer() {
     let Some(bin) = tools() else {
         return skip_without("openapi-python-client (target/ci-python, .ci/run)");
     };
-    let app = TestApp::start();
+    let (app, token) = app_with_tokens();
     let dir = tempfile::tempdir().unwrap();
     let (_, file) = write_document(&app, dir.path());
     generate(&bin, &file, dir.path());
@@ -137,19 +137,22 @@ fn a_generated_python_client_sends_every_example_and_parses_every_answer() {
         .arg("--target")
         .arg(&site)
         .arg(dir.path().join("client")));
-    let out = run(Command::new(bin.join("python3"))
-        .arg(support("use_python_client.py"))
-        .arg(app.url(""))
-        .arg(KEY)
-        .arg(&file)
-        .env("PYTHONPATH", &site));
-    let said = text(&out);
-    // Ten paths, three checks each, and the invalid record.
-    assert_eq!(
-        said.lines().filter(|l| l.starts_with("ok: ")).count(),
-        31,
-        "{said}"
-    );
+    // With the API key, then with a bearer token (D47).
+    for credential in [KEY, token.as_str()] {
+        let out = run(Command::new(bin.join("python3"))
+            .arg(support("use_python_client.py"))
+            .arg(app.url(""))
+            .arg(credential)
+            .arg(&file)
+            .env("PYTHONPATH", &site));
+        let said = text(&out);
+        // Ten paths, three checks each, and the invalid record.
+        assert_eq!(
+            said.lines().filter(|l| l.starts_with("ok: ")).count(),
+            31,
+            "{said}"
+        );
+    }
 }
 
 #[test]

@@ -115,7 +115,7 @@ fn a_script_on_openapi_fetch_compiles_under_tsc_strict_and_works() {
     let Some(modules) = tools() else {
         return skip_without("openapi-typescript and tsc (target/ci-node, .ci/run)");
     };
-    let app = TestApp::start();
+    let (app, token) = app_with_tokens();
     let dir = tempfile::tempdir().unwrap();
     let (_, file) = write_document(&app, dir.path());
     generate(&modules, &file, dir.path());
@@ -128,16 +128,19 @@ fn a_script_on_openapi_fetch_compiles_under_tsc_strict_and_works() {
     run(Command::new(modules.join(".bin/tsc"))
         .arg("-p")
         .arg(dir.path().join("tsconfig.json")));
-    let out = run(Command::new("node")
-        .arg(dir.path().join("out/gl_codes.js"))
-        .arg(app.url(""))
-        .arg(KEY));
-    let said = text(&out);
-    assert_eq!(
-        said.lines().filter(|l| l.starts_with("ok: ")).count(),
-        4,
-        "{said}"
-    );
+    // With the API key, then with a bearer token (D47).
+    for credential in [KEY, token.as_str()] {
+        let out = run(Command::new("node")
+            .arg(dir.path().join("out/gl_codes.js"))
+            .arg(app.url(""))
+            .arg(credential));
+        let said = text(&out);
+        assert_eq!(
+            said.lines().filter(|l| l.starts_with("ok: ")).count(),
+            4,
+            "{said}"
+        );
+    }
     let out = run(Command::new("node").arg(dir.path().join("out/readme.js")));
     assert_eq!(text(&out).trim(), "202 1 record(s) queued", "{example}");
 }
