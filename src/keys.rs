@@ -46,7 +46,7 @@ pub fn instructions(name: &str, interfaces: &[String], k: &GeneratedKey) -> Stri
     format!(
         "New API key for {name:?}. It is shown only this once: give it to the ERP now\n\
          (it sends it in the x-api-key header).\n\n    {key}\n\n\
-         Add this block to the config file and restart the service:\n\n\
+         Add this block to the config file and reload the service (systemctl reload ap-intake):\n\n\
          [[api_keys]]\nname = {name:?}\nsha256 = \"{hash}\"\ninterfaces = [{list}]\n",
         key = k.key,
         hash = k.sha256
@@ -60,7 +60,7 @@ pub fn client_instructions(client_id: &str, interfaces: &[String], k: &Generated
          its Client_Id and Client_Secret now, with the Access_Token_URL\n\
          https://<this service>/oauth2/token.\n\n    client_id:     {client_id}\n    \
          client_secret: {key}\n\n\
-         Add this block to the config file (beside [oauth2]) and restart the service:\n\n\
+         Add this block to the config file (beside [oauth2]) and reload the service (systemctl reload ap-intake):\n\n\
          [[oauth2.clients]]\nclient_id = {client_id:?}\nsecret_sha256 = \"{hash}\"\n\
          interfaces = [{list}]\n",
         key = k.key,

@@ -78,8 +78,18 @@ where
 }
 
 /// Sends for `load.duration` from `load.concurrency` clients over kept-alive connections,
-/// client `c` to `addrs[c % addrs.len()]` (several nodes share the clients).
+/// client `c` to `addrs[c % addrs.len()]` (several nodes share the clients), with the API key.
 pub async fn against_service(addrs: &[SocketAddr], load: &Load) -> Run {
+    against_service_as(addrs, load, ("x-api-key", KEY.to_string())).await
+}
+
+/// [`against_service`] with `credential` (a header's name and value) on every request.
+pub async fn against_service_as(
+    addrs: &[SocketAddr],
+    load: &Load,
+    credential: (&'static str, String),
+) -> Run {
+    let credential = Arc::new(credential);
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(load.concurrency)
         .build_http();
@@ -98,10 +108,11 @@ pub async fn against_service(addrs: &[SocketAddr], load: &Load) -> Run {
     drive(load, move |c, seq| {
         let (client, records) = (client.clone(), Arc::clone(&records));
         let uri = uris[c % uris.len()].clone();
+        let credential = Arc::clone(&credential);
         async move {
             let req = http::Request::post(uri)
                 .header("content-type", "application/json")
-                .header("x-api-key", KEY)
+                .header(credential.0, credential.1.as_str())
                 .body(Full::new(Bytes::from(records.body(c, seq, per))))
                 .expect("request");
             match client.request(req).await {

@@ -23,6 +23,7 @@
 )]
 
 mod backup;
+mod bearer;
 mod commits;
 mod cpu;
 mod delivery;
@@ -135,6 +136,14 @@ enum What {
     },
     /// The intake with `/metrics` and `/readyz` asked every second, and without, alternated.
     Scrape {
+        #[command(flatten)]
+        load: LoadArgs,
+        /// Runs of each kind.
+        #[arg(long, default_value_t = 3)]
+        pairs: usize,
+    },
+    /// Requests with a bearer token (D47) and with an API key, alternated on one service.
+    Bearer {
         #[command(flatten)]
         load: LoadArgs,
         /// Runs of each kind.
@@ -282,6 +291,10 @@ fn main() {
             }
         }
         What::Floor { rounds, records } => floor::run(dir.path(), rounds, records),
+        What::Bearer { load, pairs } => {
+            let gl = by_path("/general-ledger-codes/v1").expect("GL codes");
+            bearer::run(&runtime, dir.path(), &load.of(gl, true), pairs);
+        }
         What::Scrape { load, pairs } => {
             let gl = by_path("/general-ledger-codes/v1").expect("GL codes");
             scrape::run(&runtime, dir.path(), &load.of(gl, true), pairs);
