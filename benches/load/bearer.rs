@@ -78,10 +78,7 @@ fn token(addr: std::net::SocketAddr) -> String {
             "grant_type=client_credentials&client_id={CLIENT}&client_secret={SECRET}"
         ))
         .expect("the token endpoint");
-    let text = reply
-        .body_mut()
-        .read_to_string()
-        .expect("a token response");
+    let text = reply.body_mut().read_to_string().expect("a token response");
     let body: serde_json::Value = serde_json::from_str(&text).expect("JSON");
     body["access_token"]
         .as_str()

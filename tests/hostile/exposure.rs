@@ -93,3 +93,83 @@ fn ten_thousand_refusals_from_one_address_add_at_most_64_kib_to_the_log_d44() {
         "a key in the log:\n{log}"
     );
 }
+
+/// D47 with D44: a flood of wrong client secrets at `/oauth2/token` from one address. The
+/// secrets actually checked are bounded by the per-address limit (a burst of 20, then 5 a
+/// second); the rest are 429 with Retry-After before any check. The log keeps ten lines per
+/// status and a count, and never the secret. Once the flood stops, the right secret gets its
+/// token.
+#[test]
+fn a_flood_of_wrong_client_secrets_is_bounded_and_logged_as_d44_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("signing.pem");
+    std::fs::write(&key, ap_intake::oauth2::keys::generate_pem().unwrap()).unwrap();
+    let secret = "the-right-client-secret";
+    let tables = format!(
+        "[oauth2]\nsigning_key_file = '{}'\n[[oauth2.clients]]\nclient_id = \"erp\"\n\
+         secret_sha256 = \"{}\"\ninterfaces = [\"*\"]\n",
+        key.display(),
+        sha(secret)
+    );
+    let file = dir.path().join("c.toml");
+    std::fs::write(&file, config_text(&dir.path().join("data"), "", &tables)).unwrap();
+    let mut service = Service::start(&file, dir.path());
+    let form = ("Content-Type", "application/x-www-form-urlencoded");
+    let wrong = "wrong-secret-0123456789abcdef";
+    let body = format!("grant_type=client_credentials&client_id=erp&client_secret={wrong}");
+    let mut c = Http1::open(service.addr);
+    let before = service.stderr().len();
+    let started = Instant::now();
+    let (mut checked, mut limited) = (0u32, 0u32);
+    for _ in 0..3_000 {
+        c.send(&request("POST", "/oauth2/token", &[form], &body));
+        let r = c.answer();
+        match r.status {
+            401 => {
+                assert_eq!(r.json()["error"], "invalid_client", "{}", r.text);
+                checked += 1;
+            }
+            429 => {
+                assert!(r.header("retry-after").is_some(), "{}", r.text);
+                limited += 1;
+            }
+            other => panic!("{other}: {}", r.text),
+        }
+    }
+    let took = started.elapsed().as_secs_f64();
+    println!("3,000 wrong secrets in {took:.2} s: {checked} checked, {limited} limited");
+    let bound = 20.0 + 5.0 * took + 1.0;
+    assert!(
+        f64::from(checked) <= bound,
+        "{checked} secrets checked in {took:.2} s (at most {bound:.0})"
+    );
+    // The limit refills: the right secret is answered within a second.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let right = format!("grant_type=client_credentials&client_id=erp&client_secret={secret}");
+    c.send(&request("POST", "/oauth2/token", &[form], &right));
+    let r = c.answer();
+    assert_eq!(r.status, 200, "{}", r.text);
+    assert_eq!(service.terminate().code(), Some(0));
+    let log = service.stderr();
+    let added = &log[before..];
+    assert!(
+        added.len() <= 64 * 1024,
+        "the log grew by {} bytes",
+        added.len()
+    );
+    for status in [401, 429] {
+        let own = added
+            .lines()
+            .filter(|l| l.contains(&format!(" status={status} ")) && !l.contains("than logged"))
+            .count();
+        assert!(own <= 10, "{own} lines of status {status}:\n{added}");
+    }
+    assert!(
+        added.lines().any(|l| l.contains("than logged one by one")),
+        "no count line:\n{added}"
+    );
+    assert!(
+        !log.contains(wrong) && !log.contains(secret),
+        "a secret in the log:\n{log}"
+    );
+}
