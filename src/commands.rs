@@ -58,7 +58,7 @@ fn print_oauth2(
         // A provider out of reach now is a warning, not an error (D47): the service starts,
         // uses the set it last kept, and fetches again in the background.
         match ap_intake::oauth2::ProviderKeys::probe(&e.keys) {
-            Ok(n) => out!("               {n} signing keys now"),
+            Ok(n) => out!("               {n} signing key(s) there now"),
             Err(why) => {
                 out!("  warning:     {why}");
                 out!(

@@ -364,3 +364,44 @@ fn the_printed_oauth2_blocks_make_a_service_that_issues_tokens() {
         assert!(err.contains(p), "{cmd} names the file: {err}");
     }
 }
+
+/// D47, issue 47: check-config fetches the identity provider's key set as the service will;
+/// one out of reach is a warning (the service starts and uses the set it kept), a
+/// `jwks_file` that holds keys is counted.
+#[test]
+fn check_config_warns_of_an_identity_provider_out_of_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let nowhere = format!("http://{}/jwks", closed.local_addr().unwrap());
+    drop(closed);
+    let external = format!(
+        "[oauth2.external]\nissuer = \"corp\"\naudience = \"ap-intake\"\njwks_url = \"{nowhere}\"\n"
+    );
+    let config = sandbox_config(dir.path(), &external);
+    let out = run(&["check-config", "--config", config.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        said.contains("warning:") && said.contains(&nowhere),
+        "check-config: {said}"
+    );
+
+    let key = ap_intake::oauth2::SigningKey::from_pem(
+        ap_intake::oauth2::keys::generate_pem().unwrap().as_bytes(),
+    )
+    .unwrap();
+    let jwks = dir.path().join("jwks.json");
+    std::fs::write(&jwks, serde_json::json!({"keys": [key.jwk]}).to_string()).unwrap();
+    let external = format!(
+        "[oauth2.external]\nissuer = \"corp\"\naudience = \"ap-intake\"\njwks_file = '{}'\n",
+        jwks.display()
+    );
+    let config = sandbox_config(dir.path(), &external);
+    let out = run(&["check-config", "--config", config.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        said.contains("1 signing key(s) there now") && !said.contains("warning:"),
+        "{said}"
+    );
+}
