@@ -8,8 +8,8 @@
 //       FILE: a JSON array of private JWKs; the first signs, all are in the JWKS (to rotate,
 //       restart with [new, old]). N = 0 picks a free port. Once listening it prints the one
 //       line `listening http://127.0.0.1:PORT` on stdout (the issuer is that URL); the token
-//       endpoint is /token, the JWKS /jwks. --roles copies the granted scopes into a `roles`
-//       array claim, as Entra ID puts application permissions.
+//       endpoint is /token, the JWKS /jwks. --roles moves the granted scopes into a `roles`
+//       array claim (no `scope`), as Entra ID puts application permissions.
 //       Clients: erp-idp (client_secret_basic) and erp-idp-post (client_secret_post), both
 //       with the secret idp-secret and the client_credentials grant only.
 //
@@ -101,7 +101,10 @@ async function serve(args) {
     formats: {
       customizers: {
         jwt: roles
-          ? async (_ctx, _token, jwt) => { jwt.payload.roles = jwt.payload.scope?.split(' ') ?? []; }
+          ? async (_ctx, _token, jwt) => {
+            jwt.payload.roles = jwt.payload.scope?.split(' ') ?? [];
+            delete jwt.payload.scope;
+          }
           : undefined,
       },
     },

@@ -46,6 +46,11 @@ struct Idp {
 impl Idp {
     /// Serves `keys` (the first signs) on `port` (0: any).
     fn start(script: &Path, dir: &Path, keys: &[&Value], port: u16) -> Self {
+        Self::start_with(script, dir, keys, port, &[])
+    }
+
+    /// [`Idp::start`] with more of idp.mjs's options (`--roles`).
+    fn start_with(script: &Path, dir: &Path, keys: &[&Value], port: u16, more: &[&str]) -> Self {
         let file = dir.join("idp-keys.json");
         std::fs::write(&file, serde_json::to_vec(keys).unwrap()).unwrap();
         let mut child = Command::new("node")
@@ -53,6 +58,7 @@ impl Idp {
             .args(["serve", "--keys"])
             .arg(&file)
             .args(["--port", &port.to_string()])
+            .args(more)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -109,9 +115,14 @@ fn jwt_header(token: &str) -> Value {
 
 /// A service that accepts the provider at `issuer` (its JWKS at `issuer/jwks`) beside keys.
 fn config(dir: &Path, issuer: &str) -> Config {
+    config_claiming(dir, issuer, "scope")
+}
+
+/// [`config`] reading what a token may use from `claim`.
+fn config_claiming(dir: &Path, issuer: &str, claim: &str) -> Config {
     let tables = format!(
         "[oauth2.external]\nissuer = \"{issuer}\"\naudience = \"{RESOURCE}\"\n\
-         jwks_url = \"{issuer}/jwks\"\nscope_claim = \"scope\"\n"
+         jwks_url = \"{issuer}/jwks\"\nscope_claim = \"{claim}\"\n"
     );
     let text = config_for(&dir.join("data"), "", NOWHERE, &tables);
     Config::parse(&text, Path::new("t.toml")).unwrap()
@@ -249,4 +260,34 @@ fn with_no_key_set_yet_a_bearer_request_is_503_and_readyz_says_why() {
         app.item(&gl_key("T1")).is_none(),
         "nothing of the 503 was queued"
     );
+}
+
+/// Entra ID's application permissions come as a `roles` array and no `scope`: with
+/// `scope_claim = "roles"` they name the interfaces; read from `scope`, the same token may use
+/// nothing (403).
+#[test]
+fn roles_name_the_interfaces_when_scope_claim_says_so() {
+    let Some(script) = script() else {
+        return skip("node and oidc-provider (target/ci-node, .ci/run)");
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let key = genkey(&script, "RS256", "roles-k");
+    let idp = Idp::start_with(&script, tmp.path(), &[&key], 0, &["--roles"]);
+    let token = idp.token("general-ledger-codes-v1");
+    let claims: Value =
+        serde_json::from_slice(&B64.decode(token.split('.').nth(1).unwrap()).unwrap()).unwrap();
+    assert_eq!(
+        claims["roles"],
+        json!(["general-ledger-codes-v1"]),
+        "{claims}"
+    );
+    assert!(claims.get("scope").is_none(), "{claims}");
+    for (claim, status) in [("roles", 202), ("scope", 403)] {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = config_claiming(dir.path(), &idp.url, claim);
+        let app = TestApp::start_config(dir, settings);
+        wait_ready(&app);
+        let r = post_bearer(&app, GL, &token);
+        assert_eq!(r.status, status, "scope_claim = {claim}: {}", r.text);
+    }
 }
