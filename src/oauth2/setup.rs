@@ -72,13 +72,18 @@ pub fn build(
     let (provider, opened) = match &o.external {
         None => (None, None),
         Some(e) => {
-            // A jwks_url that stays keeps its set (and its fetches); a jwks_file is read again.
-            let kept = before
-                .provider
-                .as_ref()
-                .filter(|k| matches!(k.source(), KeySource::Url(_)) && *k.source() == e.keys);
+            // A source that stays keeps its set: a jwks_url its fetches, a jwks_file is read
+            // again, and a file that no longer reads leaves the last good set in place.
+            let kept = before.provider.as_ref().filter(|k| *k.source() == e.keys);
             let (keys, opened) = match kept {
-                Some(k) => (Arc::clone(k), None),
+                Some(k) => {
+                    if let KeySource::File(file) = &e.keys
+                        && let Err(why) = k.refresh()
+                    {
+                        tracing::warn!(file = %file.display(), error = %why, "the identity provider's key file cannot be used; the last good set stays");
+                    }
+                    (Arc::clone(k), None)
+                }
                 None => {
                     let k = ProviderKeys::open(&e.keys, data_dir);
                     (Arc::clone(&k), Some(k))
@@ -90,7 +95,7 @@ pub fn build(
                 scope_claim: e.scope_claim.clone(),
                 keys: Arc::clone(&keys),
             };
-            (Some(provider), opened.map(|_| keys))
+            (Some(provider), opened)
         }
     };
     let provider_keys = provider.as_ref().map(|p| Arc::clone(&p.keys));

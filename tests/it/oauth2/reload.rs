@@ -1,7 +1,8 @@
 //! D47 with D34: SIGHUP applies OAuth 2.0 changes to the real binary. A new signing key signs
 //! from the reload on, and tokens of the key it replaced stay accepted (and the key stays in
 //! the JWKS) until they expire; a client added can get tokens, a client removed has none that
-//! work; an identity provider added is accepted.
+//! work; an identity provider added is accepted, and its key file damaged later leaves the
+//! last good set in use.
 
 use super::*;
 use crate::common::process::Service;
@@ -142,6 +143,17 @@ fn sighup_applies_the_signing_key_clients_and_provider_keeping_the_old_key_until
         202,
         "the provider added is accepted"
     );
+
+    // The provider's key file damaged: the reload applies, and the last good set stays.
+    std::fs::write(&jwks, "{\"keys\": [").unwrap();
+    hangup(&service);
+    wait_log(&service, "reload: configuration re-read", 2);
+    assert!(
+        service.stderr().contains("the last good set stays"),
+        "{}",
+        service.stderr()
+    );
+    assert_eq!(send(&service, &from_idp), 202, "the last good set is used");
 
     // A key file that cannot be used is refused and the running keys stay.
     std::fs::write(dir.path().join("k3.pem"), "not a key").unwrap();
