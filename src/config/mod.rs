@@ -371,14 +371,26 @@ impl RawConfig {
             .transpose()
             .map_err(section("oauth2"))?;
         let accept = self.auth.check(oauth2.is_some()).map_err(section("auth"))?;
-        let has_clients = oauth2
-            .as_ref()
-            .is_some_and(|o| !o.clients.is_empty() || o.external.is_some());
-        if !sandbox && api_keys.is_empty() && !has_clients {
-            return Err(invalid(
-                "api_keys",
-                "no [[api_keys]] configured; create one with `ap-intake key generate --name NAME`, or set sandbox = true".into(),
-            ));
+        // Someone must be able to send: a credential configured of a kind `accept` lists.
+        let clients = oauth2.as_ref().is_some_and(|o| !o.clients.is_empty());
+        let external = oauth2.as_ref().is_some_and(|o| o.external.is_some());
+        let usable = (accept.api_key && !api_keys.is_empty())
+            || (accept.bearer && (clients || external))
+            || (accept.client_secret && clients);
+        if !sandbox && !usable {
+            let (key, message) = match oauth2.is_some() {
+                false => (
+                    "api_keys",
+                    "no [[api_keys]] configured; create one with `ap-intake key generate --name NAME`, or set sandbox = true",
+                ),
+                true => (
+                    "auth",
+                    "no credential that [auth] accept lists is configured: add [[api_keys]] \
+                     (`ap-intake key generate --name NAME`), [[oauth2.clients]] (`ap-intake key \
+                     generate --client NAME`) or [oauth2.external], or set sandbox = true",
+                ),
+            };
+            return Err(invalid(key, message.into()));
         }
         // In sandbox the built-in sink receives deliveries; a [platform] is ignored.
         let platform = match self.platform {

@@ -462,3 +462,36 @@ fn the_specs_client_id_and_secret_authenticate_when_accepted() {
     assert_eq!(post_bearer(&app, GL, &issued).status, 401);
     assert_eq!(app.item(&gl_key("CS1")).map(|i| i.version), Some(2));
 }
+
+/// A config where nobody could send is refused, naming `[auth]`: `[oauth2]` with neither
+/// keys, clients nor a provider, or `accept` leaving out the only kind configured. OAuth 2.0
+/// alone, with no API key at all, is a working config (issue 47: sites that forbid static keys).
+#[test]
+fn a_config_where_no_accepted_credential_exists_is_refused() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = signing_key(keys.path(), "k.pem");
+    let base = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\nplain_http = true\n[storage]\ndata_dir = \"{}\"\n\
+         [platform]\nurl = \"{NOWHERE}\"\n[oauth2]\nsigning_key_file = '{}'\n",
+        keys.path().join("data").display(),
+        key.display()
+    );
+    let client = format!(
+        "[[oauth2.clients]]\nclient_id = \"{CLIENT}\"\nsecret_sha256 = \"{}\"\ninterfaces = [\"*\"]\n",
+        sha(SECRET)
+    );
+    let api_key = format!(
+        "[[api_keys]]\nname = \"k\"\nsha256 = \"{}\"\ninterfaces = [\"*\"]\n",
+        sha(KEY)
+    );
+    let parse = |text: &str| Config::parse(text, Path::new("t.toml")).map(|_| ());
+    let refused = parse(&base).unwrap_err().to_string();
+    assert!(
+        refused.contains("auth") && refused.contains("--client"),
+        "{refused}"
+    );
+    let only_keys = format!("[auth]\naccept = [\"bearer\"]\n{base}{api_key}");
+    let refused = parse(&only_keys).unwrap_err().to_string();
+    assert!(refused.contains("[auth] accept"), "{refused}");
+    assert!(parse(&format!("{base}{client}")).is_ok(), "tokens alone");
+}
