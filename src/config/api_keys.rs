@@ -49,6 +49,11 @@ impl RawApiKey {
         if self.name.trim().is_empty() {
             return Err(("name", "must not be empty".into()));
         }
+        // Receipts and logs name OAuth 2.0 callers `client:<id>` and `idp:<id>` (D47): a key
+        // named so could read their receipts.
+        if self.name.contains(':') {
+            return Err(("name", format!("{:?} must not contain ':'", self.name)));
+        }
         let sha256 = hex::decode(&self.sha256)
             .ok()
             .and_then(|b| <[u8; 32]>::try_from(b).ok())

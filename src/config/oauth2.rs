@@ -202,13 +202,16 @@ impl RawClient {
 impl RawExternal {
     fn check(self) -> Result<External, KeyError> {
         let keys = match (self.jwks_url, self.jwks_file) {
-            (Some(url), None) if url.starts_with("https://") || url.starts_with("http://") => {
+            (Some(url), None) if url.starts_with("https://") || loopback_http(&url) => {
                 KeySource::Url(url)
             }
             (Some(url), None) => {
                 return Err((
                     "external.jwks_url",
-                    format!("{url:?} is not an http(s) URL"),
+                    format!(
+                        "{url:?} is not an https URL (plain http only to this machine: whoever \
+                         can change the keys in transit can sign tokens)"
+                    ),
                 ));
             }
             (None, Some(file)) => KeySource::File(file),
@@ -276,4 +279,20 @@ impl RawAuth {
         }
         Ok(accept)
     }
+}
+
+/// `http://` to this machine (127.0.0.0/8, ::1, localhost): no network to cross.
+fn loopback_http(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }

@@ -3,10 +3,10 @@
 //! `[auth] accept` allows. A credential presented that fails refuses the request, whatever
 //! else it carries (D47).
 
+use super::credentials::{Authorization, authorization, client_headers};
 use crate::config::{Accept, Access, ApiKey, OAuth2Client, RateLimit};
 use crate::interfaces::Interface;
 use crate::oauth2::{ProviderKeys, TokenError, Verifier};
-use base64::Engine;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use http::HeaderMap;
@@ -119,6 +119,10 @@ pub struct Auth {
     tokens: Option<Arc<Verifier>>,
 }
 
+/// What a token whose scope was checked may use, and the limit of a caller without one.
+static ALL: Access = Access::All;
+static NO_LIMIT: Limiter = None;
+
 fn limiter(rate: Option<RateLimit>, kept: Limiter) -> Limiter {
     rate.map(|r| {
         kept.unwrap_or_else(|| {
@@ -204,6 +208,9 @@ impl Auth {
     /// Why bearer tokens cannot be checked at all (the identity provider's key set has never
     /// been had, D47): /readyz says so.
     pub fn not_ready(&self) -> Option<String> {
+        if !self.accept.bearer || self.sandbox {
+            return None;
+        }
         self.tokens.as_ref()?.provider_keys()?.missing()
     }
 
@@ -248,6 +255,7 @@ impl Auth {
         if self.sandbox {
             return Ok(None);
         }
+        self.once_each(headers)?;
         let mut who: Option<(String, &Access, &Limiter)> = None;
         if let Some(key) = headers.get("x-api-key") {
             if !self.accept.api_key {
@@ -256,47 +264,29 @@ impl Auth {
             let (k, l) = self.key(key.as_bytes())?;
             who = Some((k.name.clone(), &k.access, l));
         }
-        if let Some(token) = bearer(headers) {
-            let tokens = self
-                .tokens
-                .as_ref()
-                .filter(|_| self.accept.bearer)
-                .ok_or(Denied::NotAccepted("bearer tokens"))?;
-            let grant = tokens.verify(token).map_err(|e| {
-                tracing::debug!(error = %e, "bearer token refused");
-                match e {
-                    TokenError::Invalid(why) => Denied::InvalidToken(why),
-                    TokenError::UnknownKid(kid) => Denied::UnknownKid(kid),
-                    TokenError::NoKeySet(why) => Denied::KeysUnavailable(why),
-                }
-            })?;
-            // The provider's clients are not configured here: no rate limit of their own.
-            let (name, l) = match grant.external {
-                true => (format!("idp:{}", grant.client_id), &None),
-                false => {
-                    let (_, l) = self.client(&grant.client_id).ok_or(Denied::InvalidToken(
-                        "the token's client is not configured".into(),
-                    ))?;
-                    (format!("client:{}", grant.client_id), l)
-                }
-            };
-            if let Some(iface) = iface
-                && !allows(&grant.access, iface)
-            {
-                return Err(Denied::InsufficientScope {
-                    client: grant.client_id.clone(),
-                    scope: iface.id,
-                    path: iface.path,
-                });
+        let basic = match authorization(headers) {
+            Some(Authorization::Bearer(token)) => {
+                let (name, access, l) = self.token(token, iface)?;
+                who.get_or_insert((name, access, l));
+                None
             }
-            who.get_or_insert((name, &grant.access, l));
-            return self.within_limit(who, iface);
-        }
-        if self.accept.client_secret
-            && let Some((id, secret)) = client_secret(headers)
-        {
-            let (c, l) = self.client_with_secret(&id, &secret)?;
-            who.get_or_insert((format!("client:{}", c.client_id), &c.access, l));
+            Some(Authorization::Basic(pair)) if self.accept.client_secret => Some(pair),
+            Some(Authorization::Basic(_)) => {
+                return Err(Denied::NotAccepted("HTTP Basic credentials"));
+            }
+            Some(Authorization::Other) => {
+                return Err(Denied::NotAccepted(
+                    "Authorization schemes other than Bearer",
+                ));
+            }
+            None => None,
+        };
+        if self.accept.client_secret {
+            // Each pair presented must name a client: the spec's headers and HTTP Basic.
+            for (id, secret) in [client_headers(headers), basic].into_iter().flatten() {
+                let (c, l) = self.client_with_secret(&id, &secret)?;
+                who.get_or_insert((format!("client:{}", c.client_id), &c.access, l));
+            }
         }
         if who.is_none() {
             return Err(if self.accept.bearer || self.accept.client_secret {
@@ -306,6 +296,66 @@ impl Auth {
             });
         }
         self.within_limit(who, iface)
+    }
+
+    /// A credential header given twice is refused: which one counts would be a guess, and a
+    /// failing one is never ignored (D47).
+    fn once_each(&self, headers: &HeaderMap) -> Result<(), Denied> {
+        let twice = |name: &str| headers.get_all(name).iter().nth(1).is_some();
+        if twice("x-api-key") {
+            return Err(Denied::Invalid);
+        }
+        if twice("authorization") {
+            return Err(Denied::InvalidToken("Authorization given twice".into()));
+        }
+        if self.accept.client_secret && (twice("client_id") || twice("client_secret")) {
+            return Err(Denied::InvalidClient);
+        }
+        Ok(())
+    }
+
+    /// Who a bearer token names, what it may use and its limiter; its scope must name
+    /// `iface` (403 `insufficient_scope`).
+    fn token(
+        &self,
+        token: &str,
+        iface: Option<&Interface>,
+    ) -> Result<(String, &Access, &Limiter), Denied> {
+        let tokens = self
+            .tokens
+            .as_ref()
+            .filter(|_| self.accept.bearer)
+            .ok_or(Denied::NotAccepted("bearer tokens"))?;
+        if token.is_empty() {
+            return Err(Denied::InvalidToken("an empty token".into()));
+        }
+        let grant = tokens.verify(token).map_err(|e| {
+            tracing::debug!(error = %e, "bearer token refused");
+            match e {
+                TokenError::Invalid(why) => Denied::InvalidToken(why),
+                TokenError::UnknownKid(kid) => Denied::UnknownKid(kid),
+                TokenError::NoKeySet(why) => Denied::KeysUnavailable(why),
+            }
+        })?;
+        if let Some(iface) = iface
+            && !allows(&grant.access, iface)
+        {
+            return Err(Denied::InsufficientScope {
+                client: grant.client_id.clone(),
+                scope: iface.id,
+                path: iface.path,
+            });
+        }
+        // Its scope, bounded by its client's interfaces when it was checked, named `iface`:
+        // nothing more to check of its access.
+        if grant.external {
+            // The provider's clients are not configured here: no rate limit of their own.
+            return Ok((format!("idp:{}", grant.client_id), &ALL, &NO_LIMIT));
+        }
+        let (_, l) = self.client(&grant.client_id).ok_or(Denied::InvalidToken(
+            "the token's client is not configured".into(),
+        ))?;
+        Ok((format!("client:{}", grant.client_id), &ALL, l))
     }
 
     /// The configured key `presented` is, compared in constant time with every key.
@@ -376,37 +426,6 @@ fn allows(access: &Access, iface: &Interface) -> bool {
         Access::All => true,
         Access::Only(ids) => ids.contains(&iface.id),
     }
-}
-
-/// The token of an `Authorization: Bearer` header (the scheme is case-insensitive).
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
-}
-
-/// The spec's `Client_Id` and `Client_Secret` headers, or else HTTP Basic with the two
-/// (D47).
-fn client_secret(headers: &HeaderMap) -> Option<(String, String)> {
-    let get = |name: &str| -> Option<String> {
-        Some(headers.get(name)?.to_str().ok()?.trim().to_string())
-    };
-    if let (Some(id), Some(secret)) = (get("client_id"), get("client_secret")) {
-        return Some((id, secret));
-    }
-    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, encoded) = value.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("basic") {
-        return None;
-    }
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(encoded.trim())
-        .ok()?;
-    let (id, secret) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
-    Some((id.to_string(), secret.to_string()))
 }
 
 #[cfg(test)]

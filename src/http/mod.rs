@@ -16,6 +16,7 @@ pub mod body;
 mod chunked;
 pub mod conn;
 pub mod console;
+mod credentials;
 mod early;
 pub mod forwarded;
 mod h1;

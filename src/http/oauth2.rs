@@ -35,6 +35,9 @@ const MAX_FORM: usize = 8 * 1024;
 /// Token requests a client address may make a second, and at once.
 const PER_ADDRESS: (u32, u32) = (5, 20);
 
+/// Client addresses the limiter follows before it forgets the idle ones.
+const LIMITER_ENTRIES: usize = 4096;
+
 /// What the endpoints serve.
 pub struct Endpoints {
     /// The issuer and the keys it has signed with; a reload replaces them (D34).
@@ -53,6 +56,28 @@ impl Endpoints {
             issuing: Live::new((issuer, ring)),
             limiter: RateLimiter::keyed(quota),
         }
+    }
+
+    /// Counts a token request from `ip` against its address's rate: an IPv6 client by its
+    /// /64 (one host may hold all of it). The table forgets addresses whose burst is whole
+    /// again once it holds many, so rotating addresses cannot grow it without end.
+    fn check(
+        &self,
+        ip: IpAddr,
+    ) -> Result<(), governor::NotUntil<<DefaultClock as Clock>::Instant>> {
+        let key = match ip.to_canonical() {
+            IpAddr::V6(v6) => {
+                let mut octets = v6.octets();
+                octets[8..].fill(0);
+                IpAddr::V6(octets.into())
+            }
+            v4 => v4,
+        };
+        if self.limiter.len() > LIMITER_ENTRIES {
+            self.limiter.retain_recent();
+            self.limiter.shrink_to_fit();
+        }
+        self.limiter.check_key(&key)
     }
 
     /// A reload's issuer and keys; the per-address limits stay.
@@ -214,7 +239,7 @@ async fn token(
     // answer.
     let form = read_form(body, app.body_timeout).await?;
     if let Some(ip) = client
-        && let Err(not_until) = endpoints.limiter.check_key(&ip.to_canonical())
+        && let Err(not_until) = endpoints.check(ip)
     {
         let wait = not_until.wait_time_from(DefaultClock::default().now());
         let mut e = oauth_error(
@@ -425,4 +450,49 @@ fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, OA
             .unwrap_or_default()
     };
     Ok(Some((unescape(id), unescape(secret))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oauth2::SigningKey;
+    use std::sync::Arc;
+
+    fn endpoints() -> Endpoints {
+        let pem = crate::oauth2::keys::generate_pem().unwrap();
+        let key = Arc::new(SigningKey::from_pem(pem.as_bytes()).unwrap());
+        let issuer = Issuer::new(Arc::clone(&key), "i", "a", Duration::from_secs(60));
+        Endpoints::new(issuer, KeyRing::new(key))
+    }
+
+    /// An IPv6 client is limited by its /64: rotating through it gets no fresh bursts.
+    #[test]
+    fn an_ipv6_64_shares_one_rate() {
+        let e = endpoints();
+        let (_, burst) = PER_ADDRESS;
+        for i in 0..burst {
+            let ip: IpAddr = format!("2001:db8::{:x}", i + 1).parse().unwrap();
+            assert!(e.check(ip).is_ok(), "request {i} of the burst");
+        }
+        assert!(e.check("2001:db8::ffff".parse().unwrap()).is_err());
+        assert!(
+            e.check("2001:db8:0:1::1".parse().unwrap()).is_ok(),
+            "another /64"
+        );
+        assert!(e.check("192.0.2.1".parse().unwrap()).is_ok());
+    }
+
+    /// Past its size the table forgets addresses whose burst is whole again.
+    #[test]
+    fn the_table_forgets_idle_addresses() {
+        let e = endpoints();
+        for i in 0..(LIMITER_ENTRIES as u32 + 10) {
+            let ip = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            let _ = e.check(ip);
+        }
+        // One request each: whole again after a fifth of a second (5 a second).
+        std::thread::sleep(Duration::from_millis(400));
+        let _ = e.check("192.0.2.1".parse().unwrap());
+        assert!(e.limiter.len() <= 2, "{}", e.limiter.len());
+    }
 }

@@ -189,7 +189,11 @@ impl KeyRing {
             .cloned()
             .collect();
         if next.kid != self.current.kid {
-            retired.push((Arc::clone(&self.current), now + ttl.as_secs() + LEEWAY_SECS));
+            retired.push((
+                Arc::clone(&self.current),
+                now.saturating_add(ttl.as_secs())
+                    .saturating_add(LEEWAY_SECS),
+            ));
         }
         Self {
             current: next,

@@ -10,11 +10,19 @@ use jsonwebtoken::{Algorithm, DecodingKey};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant};
 
-/// The last good key set of a `jwks_url`, in the data directory.
-pub const CACHE_FILE: &str = "oauth2-provider-jwks.json";
+/// The last good key set of a `jwks_url` is kept in the data directory under this name and
+/// a hash of the URL, so a set is only ever read back for the URL it came from.
+pub const CACHE_PREFIX: &str = "oauth2-provider-jwks-";
+
+/// The file that keeps the last good set of `url` in `data_dir`.
+pub fn cache_file(data_dir: &Path, url: &str) -> PathBuf {
+    use sha2::Digest;
+    let hash = hex::encode(sha2::Sha256::digest(url.as_bytes()));
+    data_dir.join(format!("{CACHE_PREFIX}{}.json", &hash[..16]))
+}
 /// How often a `jwks_url` set is fetched while all is well.
 const REFRESH_EVERY: Duration = Duration::from_secs(15 * 60);
 /// How soon a failed fetch is tried again.
@@ -122,6 +130,9 @@ pub struct ProviderKeys {
     agent: ureq::Agent,
     set: RwLock<Option<Arc<KeySet>>>,
     last_error: RwLock<Option<String>>,
+    /// One refresh at a time (the background one and one for an unknown kid may meet): the
+    /// later never replaces a newer set with an older, nor writes the file beside the other.
+    refreshing: Mutex<()>,
     /// When a token's unknown `kid` last fetched the set (an async lock, so a flood of such
     /// tokens waits for one fetch instead of starting many).
     kid_fetch: tokio::sync::Mutex<Option<Instant>>,
@@ -134,8 +145,12 @@ impl ProviderKeys {
     pub fn open(source: &KeySource, data_dir: &Path) -> Arc<Self> {
         let keys = Arc::new(Self {
             source: source.clone(),
-            cache: data_dir.join(CACHE_FILE),
-            agent: agent(),
+            cache: match source {
+                KeySource::Url(url) => cache_file(data_dir, url),
+                KeySource::File(file) => file.clone(),
+            },
+            agent: agent(source),
+            refreshing: Mutex::new(()),
             set: RwLock::new(None),
             last_error: RwLock::new(None),
             kid_fetch: tokio::sync::Mutex::new(None),
@@ -179,6 +194,10 @@ impl ProviderKeys {
     /// Reads the set again (blocking: a fetch takes up to 10 s); keeps the last good one on
     /// failure. Returns how many keys it holds, or why not.
     pub fn refresh(&self) -> Result<usize, String> {
+        let _one = self
+            .refreshing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let got = match &self.source {
             KeySource::File(file) => read_set(file).map(|s| (s, None)),
             KeySource::Url(url) => fetch(&self.agent, url),
@@ -216,7 +235,7 @@ impl ProviderKeys {
     pub fn probe(source: &KeySource) -> Result<usize, String> {
         match source {
             KeySource::File(file) => read_set(file).map(|s| s.len()),
-            KeySource::Url(url) => fetch(&agent(), url).map(|(s, _)| s.len()),
+            KeySource::Url(url) => fetch(&agent(source), url).map(|(s, _)| s.len()),
         }
     }
 
@@ -248,8 +267,11 @@ impl ProviderKeys {
     }
 }
 
-fn agent() -> ureq::Agent {
+/// The agent of `source`: an https URL is never followed to plain HTTP.
+fn agent(source: &KeySource) -> ureq::Agent {
+    let https = matches!(source, KeySource::Url(url) if url.starts_with("https://"));
     ureq::Agent::config_builder()
+        .https_only(https)
         .timeout_global(Some(FETCH_TIMEOUT))
         .http_status_as_error(false)
         .max_redirects(3)

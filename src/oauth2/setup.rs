@@ -66,6 +66,18 @@ pub fn build(
         }
         (None, ring) => ring.clone(),
     };
+    // A replaced key is accepted for the longest lifetime it signed with since it became
+    // the current one (a reload may have shortened token_ttl_secs meanwhile).
+    let same_key = |r: &KeyRing| {
+        before
+            .ring
+            .as_ref()
+            .is_some_and(|b| b.current().kid == r.current().kid)
+    };
+    let ttl = match &ring {
+        Some(r) if same_key(r) => before.ttl.max(o.token_ttl),
+        _ => o.token_ttl,
+    };
     let issuer = ring
         .as_ref()
         .map(|r| Issuer::new(Arc::clone(r.current()), &o.issuer, &o.audience, o.token_ttl));
@@ -107,7 +119,7 @@ pub fn build(
         opened,
         state: State {
             ring,
-            ttl: o.token_ttl,
+            ttl,
             provider: provider_keys,
         },
     })

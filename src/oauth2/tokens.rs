@@ -212,7 +212,7 @@ impl Verifier {
         {
             let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some((grant, exp)) = cache.get(&digest)
-                && now <= exp + LEEWAY_SECS
+                && now <= exp.saturating_add(LEEWAY_SECS)
             {
                 return Ok(Arc::clone(grant));
             }
@@ -221,7 +221,7 @@ impl Verifier {
         let grant = Arc::new(grant);
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         if cache.len() >= CACHE_MAX {
-            cache.retain(|_, (_, exp)| now <= *exp + LEEWAY_SECS);
+            cache.retain(|_, (_, exp)| now <= exp.saturating_add(LEEWAY_SECS));
             if cache.len() >= CACHE_MAX {
                 cache.clear();
             }

@@ -197,7 +197,10 @@ fn tokens_of_a_real_openid_provider_are_accepted_across_rotation_and_outage() {
     assert_eq!(post_bearer(&app, GL, &first).status, 202);
     assert_eq!(post_bearer(&app, GL, &rotated).status, 202);
     // ...and after the service restarts, from the set it kept in data_dir.
-    let cached = app.data_dir().join("oauth2-provider-jwks.json");
+    let cached = ap_intake::oauth2::provider::cache_file(
+        &app.data_dir(),
+        &format!("http://127.0.0.1:{port}/jwks"),
+    );
     assert!(cached.exists(), "the last good set is kept on disk");
     let dir = app.stop();
     let settings = config(dir.path(), &format!("http://127.0.0.1:{port}"));

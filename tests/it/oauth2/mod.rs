@@ -495,3 +495,125 @@ fn a_config_where_no_accepted_credential_exists_is_refused() {
     assert!(refused.contains("[auth] accept"), "{refused}");
     assert!(parse(&format!("{base}{client}")).is_ok(), "tokens alone");
 }
+
+/// D47: a credential that fails is never ignored because another passes. A credential
+/// header given twice, an `Authorization` of a scheme not accepted (or an empty bearer), and
+/// with `client_secret` accepted, wrong client headers beside a good token: each is 401 even
+/// with a good API key or token beside it, and nothing is queued.
+#[test]
+fn a_doubled_or_failing_credential_beside_a_good_one_is_401() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = signing_key(keys.path(), "k.pem");
+    let dir = tempfile::tempdir().unwrap();
+    let tables = format!(
+        "{}[auth]\naccept = [\"api_key\", \"bearer\", \"client_secret\"]\n",
+        oauth2_tables(&key)
+    );
+    let text = config_for(&dir.path().join("data"), "", NOWHERE, &tables);
+    let app = TestApp::start_config(dir, Config::parse(&text, Path::new("t.toml")).unwrap());
+    let good = token(&app, CLIENT, None);
+    let body = envelope(&[gl("DBL")]).to_string();
+    let send = |headers: &[String]| {
+        let mut raw = format!(
+            "POST {GL} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n",
+            body.len()
+        );
+        for h in headers {
+            raw.push_str(h);
+            raw.push_str("\r\n");
+        }
+        raw.push_str("\r\n");
+        raw.push_str(&body);
+        app.raw(raw.as_bytes())
+    };
+    let bearer = format!("Authorization: Bearer {good}");
+    let api_key = format!("x-api-key: {KEY}");
+    assert_eq!(
+        send(std::slice::from_ref(&bearer)).status,
+        202,
+        "the good token alone"
+    );
+    let cases: [Vec<String>; 7] = [
+        vec![api_key.clone(), "x-api-key: wrong".into()],
+        vec![bearer.clone(), "Authorization: Bearer forged".into()],
+        vec![api_key.clone(), "Authorization: Bearer ".into()],
+        vec![api_key.clone(), "Authorization: Negotiate YII=".into()],
+        vec![
+            api_key.clone(),
+            format!("Authorization: {}", basic(CLIENT, "wrong")),
+        ],
+        vec![
+            bearer.clone(),
+            format!("Client_Id: {CLIENT}"),
+            "Client_Secret: wrong".into(),
+        ],
+        vec![
+            api_key.clone(),
+            format!("Client_Id: {CLIENT}"),
+            format!("Client_Secret: {SECRET}"),
+            "Client_Secret: wrong".into(),
+        ],
+    ];
+    for headers in cases {
+        let r = send(&headers);
+        assert_eq!(r.status, 401, "{headers:?}: {}", r.text);
+    }
+    assert_eq!(
+        app.item(&gl_key("DBL")).map(|i| i.version),
+        Some(1),
+        "only the good request queued"
+    );
+    // Without client_secret in [auth] accept, HTTP Basic is a kind not accepted: 401 too.
+    let plain = start(&key);
+    let r = plain.post_with(
+        GL,
+        &body,
+        &[
+            ("x-api-key", KEY),
+            ("Authorization", &basic(CLIENT, SECRET)),
+            ("Content-Type", "application/json"),
+        ],
+    );
+    assert_eq!(r.status, 401, "{}", r.text);
+    assert!(
+        r.text.contains("HTTP Basic credentials are not accepted"),
+        "{}",
+        r.text
+    );
+}
+
+/// D47: a provider's keys fetched over plain HTTP could be changed in transit: `jwks_url` is
+/// https, or http to this machine only.
+#[test]
+fn a_jwks_url_over_plain_http_to_another_host_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |url: &str| {
+        let tables = format!(
+            "[oauth2.external]\nissuer = \"corp\"\naudience = \"ap-intake\"\njwks_url = \"{url}\"\n"
+        );
+        Config::parse(
+            &config_for(&dir.path().join("data"), "", NOWHERE, &tables),
+            Path::new("t.toml"),
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    for bad in [
+        "http://idp.example.com/jwks",
+        "http://127.0.0.1.example.com/jwks",
+        "http://127.0.0.1@idp.example.com/jwks",
+        "ftp://idp.example.com/jwks",
+    ] {
+        let e = config(bad).unwrap_err();
+        assert!(e.contains("external.jwks_url"), "{bad}: {e}");
+    }
+    for good in [
+        "https://idp.example.com/jwks",
+        "http://127.0.0.1:8080/jwks",
+        "http://[::1]:8080/jwks",
+        "http://localhost/jwks",
+    ] {
+        assert!(config(good).is_ok(), "{good}: {:?}", config(good));
+    }
+}
