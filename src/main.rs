@@ -261,8 +261,18 @@ fn operate(cli: Cli) -> anyhow::Result<()> {
             };
             anyhow::ensure!(!who.trim().is_empty(), "the name must not be empty");
             anyhow::ensure!(
-                !(is_client && who.contains(':')),
-                "a client_id must not contain ':' (HTTP Basic carries id:secret)"
+                !who.contains(':'),
+                "{} must not contain ':' ({})",
+                if is_client {
+                    "a client_id"
+                } else {
+                    "a key's name"
+                },
+                if is_client {
+                    "HTTP Basic carries id:secret"
+                } else {
+                    "logs and receipts name OAuth 2.0 callers client:<id> and idp:<id>"
+                }
             );
             for p in paths.iter().filter(|p| *p != "*") {
                 commands::interface(p)?;

@@ -254,6 +254,15 @@ fn an_interface_path_that_does_not_exist_is_named_before_anything_is_done() {
             "{args:?}: no key printed, nothing asked"
         );
     }
+    // A name the config would refuse is refused before a key is printed (D47: `client:` and
+    // `idp:` name OAuth 2.0 callers).
+    for who in ["--name", "--client"] {
+        let out = run(&["key", "generate", who, "client:erp", "--interface", "*"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{who}: {err}");
+        assert!(err.contains("must not contain ':'"), "{who}: {err}");
+        assert!(out.stdout.is_empty(), "{who}: no key printed");
+    }
     // `*`, every interface, is not refused.
     let out = run(&["key", "generate", "--name", "erp", "--interface", "*"]);
     assert!(
