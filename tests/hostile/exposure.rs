@@ -102,15 +102,8 @@ fn ten_thousand_refusals_from_one_address_add_at_most_64_kib_to_the_log_d44() {
 #[test]
 fn a_flood_of_wrong_client_secrets_is_bounded_and_logged_as_d44_says() {
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("signing.pem");
-    std::fs::write(&key, ap_intake::oauth2::keys::generate_pem().unwrap()).unwrap();
     let secret = "the-right-client-secret";
-    let tables = format!(
-        "[oauth2]\nsigning_key_file = '{}'\n[[oauth2.clients]]\nclient_id = \"erp\"\n\
-         secret_sha256 = \"{}\"\ninterfaces = [\"*\"]\n",
-        key.display(),
-        sha(secret)
-    );
+    let tables = oauth2_client_tables(dir.path(), "erp", secret);
     let file = dir.path().join("c.toml");
     std::fs::write(&file, config_text(&dir.path().join("data"), "", &tables)).unwrap();
     let mut service = Service::start(&file, dir.path());

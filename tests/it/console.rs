@@ -102,25 +102,14 @@ fn a_developer_sends_the_example_from_the_console() {
 
 /// D47, issue 47: with `[oauth2]`, the console's Authorize dialog offers the client-credentials
 /// flow; a developer enters a client's id and secret, the console fetches a token from
-/// `/oauth2/token` (the relative tokenUrl resolved against the console's own address) and the
-/// example goes out with `Authorization: Bearer` and is queued.
+/// `/oauth2/token` (the document's tokenUrl) and the example goes out with
+/// `Authorization: Bearer` and is queued.
 #[test]
 fn a_developer_fetches_a_token_in_the_console_and_sends_with_it() {
     let Some(browser) = Browser::start() else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("signing.pem");
-    std::fs::write(&key, ap_intake::oauth2::keys::generate_pem().unwrap()).unwrap();
-    let tables = format!(
-        "[oauth2]\nsigning_key_file = '{}'\n[[oauth2.clients]]\nclient_id = \"erp-console\"\n\
-         secret_sha256 = \"{}\"\ninterfaces = [\"*\"]\n",
-        key.display(),
-        sha("console-secret")
-    );
-    let text = config_text(&dir.path().join("data"), "", &tables);
-    let config = ap_intake::config::Config::parse(&text, std::path::Path::new("t.toml")).unwrap();
-    let app = TestApp::start_config(dir, config);
+    let app = TestApp::with_client("erp-console", "console-secret");
     browser.watch_policy_violations();
     browser.goto(&app.url("/docs"));
     browser.text_of(".swagger-ui .info .title", "ap-intake");

@@ -157,18 +157,7 @@ fn names_as_generators_write_them() {
 /// interface, and a token of it fetched from `/oauth2/token`. The generated clients send
 /// with the key and with the token (issue 47).
 fn app_with_tokens() -> (TestApp, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("signing.pem");
-    std::fs::write(&key, ap_intake::oauth2::keys::generate_pem().unwrap()).unwrap();
-    let tables = format!(
-        "[oauth2]\nsigning_key_file = '{}'\n[[oauth2.clients]]\nclient_id = \"erp-generated\"\n\
-         secret_sha256 = \"{}\"\ninterfaces = [\"*\"]\n",
-        key.display(),
-        crate::common::sha("generated-secret")
-    );
-    let text = crate::common::config_text(&dir.path().join("data"), "", &tables);
-    let config = ap_intake::config::Config::parse(&text, Path::new("t.toml")).unwrap();
-    let app = TestApp::start_config(dir, config);
+    let app = TestApp::with_client("erp-generated", "generated-secret");
     let mut r = crate::common::agent()
         .post(&app.url("/oauth2/token"))
         .header("Content-Type", "application/x-www-form-urlencoded")

@@ -134,9 +134,30 @@ listen = "127.0.0.1:0"
     )
 }
 
+/// `[oauth2]` with a new signing key written in `dir`, and one client, `client_id` with
+/// `secret`, that may use every interface (D47): config tables.
+pub fn oauth2_client_tables(dir: &Path, client_id: &str, secret: &str) -> String {
+    let key = dir.join("signing.pem");
+    std::fs::write(&key, ap_intake::oauth2::keys::generate_pem().unwrap()).unwrap();
+    format!(
+        "[oauth2]\nsigning_key_file = '{}'\n[[oauth2.clients]]\nclient_id = \"{client_id}\"\n\
+         secret_sha256 = \"{}\"\ninterfaces = [\"*\"]\n",
+        key.display(),
+        sha(secret)
+    )
+}
+
 impl TestApp {
     pub fn start() -> Self {
         Self::start_with("", "")
+    }
+
+    /// Starts issuing tokens to `client_id` with `secret` ([`oauth2_client_tables`]), beside
+    /// the two keys.
+    pub fn with_client(client_id: &str, secret: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let tables = oauth2_client_tables(dir.path(), client_id, secret);
+        Self::start_in(dir, "", &tables)
     }
 
     /// Starts with extra top-level keys and extra tables in the config.
