@@ -18,6 +18,7 @@ pub mod conn;
 pub mod console;
 mod credentials;
 mod early;
+pub mod feed;
 pub mod forwarded;
 mod h1;
 mod h2;

@@ -49,6 +49,9 @@ pub enum ApiError {
     /// The in-flight budget refused the body while it arrived (503 or 413, D27).
     #[error(transparent)]
     Budget(#[from] BudgetError),
+    /// A query of the outcome feed it cannot answer (400, D48).
+    #[error(transparent)]
+    FeedQuery(#[from] super::feed::QueryError),
     /// Something unexpected (500, logged with the request id).
     #[error("unexpected server error; if it persists, report the request id")]
     Internal(String),
@@ -166,6 +169,7 @@ impl ApiError {
             Self::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::BodyRead(_)
             | Self::NotAPath
+            | Self::FeedQuery(_)
             | Self::Intake(IntakeError::Check(CheckError::Structure(_))) => StatusCode::BAD_REQUEST,
             Self::Intake(IntakeError::Storage(_)) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

@@ -24,7 +24,7 @@ use warp::reply::Response;
 /// The filter serving every request: one route filter per family, tried in this order, each
 /// matching on the request's path alone, so only the family that matched takes the body:
 /// the console (the document and `/docs`, D38), a target that is no path (D42), receipts
-/// (`/requests/<id>`, D38), dry runs (`/validate/<interface path>`, D38) and the interfaces
+/// (`/requests/<id>`, D38), the outcome feed (`/requests`, D48), dry runs (`/validate/<interface path>`, D38) and the interfaces
 /// (every other path: an unknown one is answered 404 there, counted and logged like them).
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
     let head = || {
@@ -43,11 +43,15 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
     })
     .and(head())
     .then(receipt);
+    let raw_query = || warp::query::raw().or(warp::any().map(String::new)).unify();
+    let outcome_feed = family(&app, |_, p| (p == "/requests").then_some(()))
+        .and(head())
+        .and(raw_query())
+        .then(outcome_feed);
     let authorization = family(&app, |_, p| super::oauth2::serves(p).then(|| p.to_string()))
         .and(head())
         .and(warp::body::stream())
         .then(authorization_server);
-    let query = warp::query::raw().or(warp::any().map(String::new)).unify();
     let dry_runs = family(&app, |_, p| {
         // D38: `/validate/<interface path>` is the interface's dry run.
         let target = p.strip_prefix("/validate").filter(|t| t.starts_with('/'))?;
@@ -58,7 +62,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .or(interfaces)
         .unify()
         .and(head())
-        .and(query)
+        .and(raw_query())
         .and(warp::body::stream())
         .then(submit);
     let fallback = Arc::clone(&app);
@@ -66,6 +70,8 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .or(no_path)
         .unify()
         .or(receipts)
+        .unify()
+        .or(outcome_feed)
         .unify()
         .or(authorization)
         .unify()
@@ -199,6 +205,19 @@ async fn receipt(
 ) -> Response {
     let request_id = app.request_ids.for_request(&headers);
     super::receipts::answer(&app, &method, &id, &headers, &request_id).await
+}
+
+/// `GET /requests` (D48).
+async fn outcome_feed(
+    app: Arc<App>,
+    (): (),
+    method: Method,
+    headers: HeaderMap,
+    _conn: Option<ConnInfo>,
+    query: String,
+) -> Response {
+    let request_id = app.request_ids.for_request(&headers);
+    super::feed::answer(&app, &method, &query, &headers, &request_id).await
 }
 
 /// `/oauth2/token`, the JWKS and the metadata (D47), counted and logged as refusals are.

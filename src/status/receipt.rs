@@ -61,7 +61,7 @@ pub fn word(state: ReceiptState) -> &'static str {
 }
 
 /// The interface's path, or its id if the table no longer has it.
-fn path_of(id: &str) -> &str {
+pub fn path_of(id: &str) -> &str {
     crate::interfaces::INTERFACES
         .iter()
         .find(|i| i.id == id)

@@ -71,13 +71,22 @@ macro_rules! known_states {
         "(0, 1, 2)"
     };
 }
+/// `outcome.state` of a version a later one replaced before it was delivered (D48); the
+/// other outcomes keep the codes of their states ([`outcome_code`]).
+macro_rules! superseded {
+    () => {
+        "4"
+    };
+}
 /// What the `last_error` of a quarantined item starts with.
 macro_rules! quarantined_prefix {
     () => {
         "quarantined: "
     };
 }
-pub(crate) use {known_states, parked, pending, quarantined, quarantined_prefix, rejected};
+pub(crate) use {
+    known_states, parked, pending, quarantined, quarantined_prefix, rejected, superseded,
+};
 
 /// The SQL list of every state code, `(0, 1, 2)`: a row whose state is not in it is damaged.
 pub const KNOWN_STATES: &str = known_states!();
@@ -102,6 +111,31 @@ pub fn dropped_because(last_error: Option<&str>) -> String {
 /// `settled.state` of a delivered version. A version an operator dropped keeps the code of
 /// the state it was dropped from (rejected, quarantined).
 pub const SETTLED_DELIVERED: i16 = 3;
+
+/// The code of an outcome in the feed's `outcome.state` (D48): a rejected or quarantined
+/// version keeps its state's code, a delivered one [`SETTLED_DELIVERED`]'s; pending is no
+/// outcome.
+pub fn outcome_code(state: ReceiptState) -> Option<i16> {
+    match state {
+        ReceiptState::Pending => None,
+        ReceiptState::Rejected => Some(State::Rejected.code()),
+        ReceiptState::Quarantined => Some(State::Quarantined.code()),
+        ReceiptState::Delivered => Some(SETTLED_DELIVERED),
+        ReceiptState::Superseded => superseded!().parse().ok(),
+    }
+}
+
+/// The outcome a stored `outcome.state` stands for.
+pub fn outcome_state(code: i64) -> Option<ReceiptState> {
+    [
+        ReceiptState::Rejected,
+        ReceiptState::Quarantined,
+        ReceiptState::Delivered,
+        ReceiptState::Superseded,
+    ]
+    .into_iter()
+    .find(|s| outcome_code(*s).map(i64::from) == Some(code))
+}
 
 /// A time in unix milliseconds as the engines store it (a signed 64-bit integer).
 pub fn stored_ms(t: u64) -> i64 {
@@ -201,6 +235,23 @@ mod tests {
             assert_eq!(State::from_code(code), None, "{code}");
         }
         assert!(i64::from(SETTLED_DELIVERED) > i64::from(State::Quarantined.code()));
+    }
+
+    #[test]
+    fn every_outcome_has_a_code_of_its_own_and_reads_back_from_it() {
+        use ReceiptState::*;
+        let mut codes = Vec::new();
+        for s in [Rejected, Quarantined, Delivered, Superseded] {
+            let code = outcome_code(s).unwrap();
+            assert_eq!(outcome_state(i64::from(code)), Some(s));
+            codes.push(code);
+        }
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), 4);
+        assert_eq!(outcome_code(Pending), None);
+        assert_eq!(outcome_state(i64::from(State::Pending.code())), None);
+        assert_eq!(superseded!(), outcome_code(Superseded).unwrap().to_string());
     }
 
     #[test]

@@ -28,6 +28,7 @@
 mod batch;
 pub mod carried;
 pub mod codes;
+pub mod feed;
 pub mod halt;
 pub mod moving;
 pub mod options;
@@ -461,6 +462,11 @@ pub trait Store: Send + Sync + 'static {
         request_id: &str,
         api_key: Option<&str>,
     ) -> Result<Vec<receipt::Receipt>, StoreError>;
+
+    /// A page of the outcome feed (D48): the client's outcomes in the states asked for,
+    /// after the cursor, oldest first ([`feed::merge`]). `None` when the cursor is not one
+    /// this engine writes (the other engine's, after a move).
+    fn outcomes(&self, request: &feed::Request<'_>) -> Result<Option<feed::Page>, StoreError>;
 
     /// The nodes sharing this queue (D39): every running process, and those gone without a
     /// clean stop until they are pruned (D41); none for a store only one service uses.

@@ -10,7 +10,8 @@
 //!   key bytea PRIMARY KEY, interface text, state smallint,  -- 0 pending 1 rejected 2 quarantined
 //!   version bigint, queued_at bigint, seq bigint,   -- delivery order: (queued_at, seq)
 //!   updated_at bigint, attempts integer, last_error text, xml text, state_at bigint,
-//!   lease_instance text, lease_until timestamptz);  -- who delivers it, until when (D39, D41)
+//!   lease_instance text, lease_until timestamptz,  -- who delivers it, until when (D39, D41)
+//!   origin_request text, origin_client text, origin_index integer); -- this version's (D48)
 //! CREATE INDEX item_line ON item (interface, state, queued_at, seq);
 //! CREATE TABLE delivered (interface text PRIMARY KEY, n bigint);       -- counts
 //! CREATE TABLE backoff (interface text PRIMARY KEY, failures integer, next_attempt_ms bigint,
@@ -24,6 +25,11 @@
 //!   PRIMARY KEY (rid, idx));
 //! CREATE TABLE settled (key bytea, version bigint, state smallint, at bigint, reason text,
 //!   PRIMARY KEY (key, version));                    -- versions that left (D38)
+//! CREATE TABLE outcome (seq bigserial PRIMARY KEY, tx xid8 DEFAULT pg_current_xact_id(),
+//!   client text, state smallint, interface text, request_id text, idx integer, key bytea,
+//!   reason text, at bigint);                        -- the feed (D48, outcomes.rs); INDEX
+//!                                                   -- (client, state, tx, seq); a trigger
+//!                                                   -- notes a replaced version superseded
 //! ```
 //!
 //! Leases (D39): a lane takes its next batch with `FOR UPDATE SKIP LOCKED` and marks it
@@ -41,6 +47,7 @@
 mod fault;
 mod import;
 mod instance;
+mod outcomes;
 mod read;
 mod store;
 mod tls;
@@ -54,12 +61,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The schema this version reads and writes.
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// Each migration brings the schema from the version before it to its own.
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("schema_v1.sql")),
     (2, include_str!("schema_v2.sql")), // leases by instance, not by name (D41)
+    (3, outcomes::SCHEMA_V3),           // origins and the outcome feed (D48)
 ];
 
 /// Serialises schema changes among nodes starting at once (`pg_advisory_xact_lock`).

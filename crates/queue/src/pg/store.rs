@@ -1,6 +1,6 @@
 //! The [`Store`] trait on [`PostgresStore`].
 
-use super::{PostgresStore, instance, read, write};
+use super::{PostgresStore, instance, outcomes, read, write};
 use crate::receipt::Receipt;
 use crate::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
 use postgres::{Client, Transaction};
@@ -146,6 +146,13 @@ impl Store for PostgresStore {
         self.with(|c| read::receipts(c, request_id, api_key))
     }
 
+    fn outcomes(
+        &self,
+        request: &crate::feed::Request<'_>,
+    ) -> Result<Option<crate::feed::Page>, StoreError> {
+        self.with(|c| outcomes::page(c, request))
+    }
+
     fn halt(&self) -> Option<crate::Halt> {
         Some(PostgresStore::halt(self))
     }
@@ -155,6 +162,9 @@ impl Store for PostgresStore {
     }
 
     fn prune_step(&self, before_ms: u64) -> Result<usize, StoreError> {
-        self.tx(|tx| read::prune_step(tx, before_ms))
+        self.tx(|tx| {
+            let before = crate::codes::stored_ms(before_ms);
+            Ok(read::prune_step(tx, before_ms)? + outcomes::prune_step(tx, before)?)
+        })
     }
 }

@@ -4,6 +4,7 @@ use crate::codes::{
     KNOWN_STATES, SETTLED_DELIVERED, dropped_because, parked, pending, quarantined_because,
     rejected, stored_ms as ms, stored_now as now, unknown_state,
 };
+use super::outcomes::{origin_returned, with_outcomes};
 use crate::receipt::RequestInfo;
 use crate::{Backoff, NewRecord, Sent, State};
 use postgres::{Client, GenericClient, Transaction};
@@ -52,14 +53,30 @@ pub(super) fn upsert(
     let ifaces: Vec<&str> = kept.iter().map(|i| records[*i].interface).collect();
     let vers: Vec<i64> = kept.iter().map(|i| versions[*i]).collect();
     let xmls: Vec<&str> = kept.iter().map(|i| records[*i].xml.as_str()).collect();
+    // D48: each version's origin, for the outcomes the feed lists.
+    let line = |i: &usize| records[*i].receipt.as_ref();
+    let o_requests: Vec<Option<&str>> = kept
+        .iter()
+        .map(|i| line(i).map(|l| l.request.request_id.as_str()))
+        .collect();
+    let o_clients: Vec<Option<&str>> = kept
+        .iter()
+        .map(|i| line(i).map(|l| l.request.api_key.as_str()))
+        .collect();
+    let o_indexes: Vec<Option<i32>> = kept
+        .iter()
+        .map(|i| line(i).map(|l| i32::try_from(l.index).unwrap_or(i32::MAX)))
+        .collect();
     tx.execute(
         concat!(
             "INSERT INTO item AS i (key, interface, state, version, queued_at, seq, updated_at,
-                                    attempts, last_error, xml, state_at)
+                                    attempts, last_error, xml, state_at, origin_request,
+                                    origin_client, origin_index)
              SELECT k, f, ",
             pending!(),
-            ", v, $5, v, $5, 0, NULL, x, NULL
-             FROM unnest($1::bytea[], $2::text[], $3::bigint[], $4::text[]) AS t(k, f, v, x)
+            ", v, $5, v, $5, 0, NULL, x, NULL, oq, oc, oi
+             FROM unnest($1::bytea[], $2::text[], $3::bigint[], $4::text[], $6::text[],
+                         $7::text[], $8::integer[]) AS t(k, f, v, x, oq, oc, oi)
              ON CONFLICT (key) DO UPDATE SET
                interface = excluded.interface, state = ",
             pending!(),
@@ -77,9 +94,19 @@ pub(super) fn upsert(
                last_error = CASE WHEN i.state = ",
             pending!(),
             " THEN i.last_error ELSE NULL END,
-               xml = excluded.xml, state_at = NULL"
+               xml = excluded.xml, state_at = NULL, origin_request = excluded.origin_request,
+               origin_client = excluded.origin_client, origin_index = excluded.origin_index"
         ),
-        &[&keys, &ifaces, &vers, &xmls, &ms(now_ms)],
+        &[
+            &keys,
+            &ifaces,
+            &vers,
+            &xmls,
+            &ms(now_ms),
+            &o_requests,
+            &o_clients,
+            &o_indexes,
+        ],
     )?;
     receipt_lines(tx, records, &versions)
 }
@@ -212,14 +239,21 @@ pub(super) fn delivered(
 ) -> Result<HashMap<String, Gone>, postgres::Error> {
     let (keys, vers) = sent_arrays(sent);
     let gone = tx.query(
-        concat!(
-            "DELETE FROM item i USING unnest($1::bytea[], $2::bigint[]) AS s(key, version)
-             WHERE i.key = s.key AND i.version = s.version AND i.state = ",
-            pending!(),
-            " AND (i.lease_instance IS NULL OR i.lease_instance = $3)
-             RETURNING i.interface, i.queued_at, i.seq"
+        with_outcomes!(
+            concat!(
+                "DELETE FROM item i USING unnest($1::bytea[], $2::bigint[]) AS s(key, version)
+                 WHERE i.key = s.key AND i.version = s.version AND i.state = ",
+                pending!(),
+                " AND (i.lease_instance IS NULL OR i.lease_instance = $3)
+                 RETURNING i.key, i.interface, i.queued_at, i.seq, ",
+                origin_returned!(),
+                ", NULL::text AS why"
+            ),
+            "$4",
+            "$5",
+            "SELECT interface, queued_at, seq FROM changed"
         ),
-        &[&keys, &vers, &instance],
+        &[&keys, &vers, &instance, &SETTLED_DELIVERED, &now()],
     )?;
     let mut counts: HashMap<String, Gone> = HashMap::new();
     for row in &gone {
@@ -283,19 +317,34 @@ pub(super) fn reject(
     instance: &str,
 ) -> Result<bool, postgres::Error> {
     let version = i64::try_from(sent.version).unwrap_or(-1);
-    let n = tx.execute(
-        concat!(
-            "UPDATE item SET state = ",
-            rejected!(),
-            ", attempts = attempts + 1, last_error = $3, state_at = $4,
-               lease_instance = NULL, lease_until = NULL
-             WHERE key = $1 AND version = $2 AND state = ",
-            pending!(),
-            " AND (lease_instance IS NULL OR lease_instance = $5)"
+    let changed = tx.query(
+        with_outcomes!(
+            concat!(
+                "UPDATE item SET state = ",
+                rejected!(),
+                ", attempts = attempts + 1, last_error = $3, state_at = $4,
+                   lease_instance = NULL, lease_until = NULL
+                 WHERE key = $1 AND version = $2 AND state = ",
+                pending!(),
+                " AND (lease_instance IS NULL OR lease_instance = $5)
+                 RETURNING key, interface, ",
+                origin_returned!(),
+                ", last_error AS why"
+            ),
+            "$6",
+            "$4",
+            "SELECT 1 FROM changed"
         ),
-        &[&sent.key.as_bytes(), &version, &error, &now(), &instance],
+        &[
+            &sent.key.as_bytes(),
+            &version,
+            &error,
+            &now(),
+            &instance,
+            &State::Rejected.code(),
+        ],
     )?;
-    Ok(n > 0)
+    Ok(!changed.is_empty())
 }
 
 /// Puts a rejected or quarantined item back in the line, at the place it had (D18, D29).
@@ -318,7 +367,8 @@ pub(super) fn discard(tx: &mut Transaction<'_>, key: &[u8]) -> Result<bool, post
         concat!(
             "DELETE FROM item WHERE key = $1 AND state IN ",
             parked!(),
-            " RETURNING version, state, last_error"
+            " RETURNING version, state, last_error, interface, ",
+            origin_returned!()
         ),
         &[&key],
     )?
@@ -327,6 +377,22 @@ pub(super) fn discard(tx: &mut Transaction<'_>, key: &[u8]) -> Result<bool, post
     };
     let (version, state, reason): (i64, i16, Option<String>) = (row.get(0), row.get(1), row.get(2));
     let reason = dropped_because(reason.as_deref());
+    // D48: the drop is a change of the reason its client hears of, in the state it had
+    // (a parked state's code is its outcome's).
+    tx.execute(
+        "INSERT INTO outcome (client, state, interface, request_id, idx, key, reason, at)
+         SELECT $1::text, $2, $3, $4, $5, $6, $7, $8 WHERE $1::text IS NOT NULL",
+        &[
+            &row.get::<_, Option<&str>>("origin_client"),
+            &state,
+            &row.get::<_, &str>("interface"),
+            &row.get::<_, Option<&str>>("origin_request"),
+            &row.get::<_, Option<i32>>("origin_index"),
+            &key,
+            &reason,
+            &now(),
+        ],
+    )?;
     tx.execute(
         "INSERT INTO settled VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (key, version) DO UPDATE SET state = excluded.state, at = excluded.at,

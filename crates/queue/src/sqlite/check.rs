@@ -39,8 +39,8 @@ fn header(conn: &Connection, path: &Path) -> Result<(), StoreError> {
             detail: format!("not an ap-intake queue (application id {app:#x})"),
         });
     }
-    // Schema 1 is upgraded when the queue is opened (migrate.rs).
-    if version != SCHEMA_VERSION && version != 1 {
+    // Schemas 1 and 2 are upgraded when the queue is opened (schema.rs).
+    if !(1..=SCHEMA_VERSION).contains(&version) {
         return Err(StoreError::NewerSchema {
             path: path.display().to_string(),
             version,

@@ -63,7 +63,8 @@ pub(super) fn from_v1(conn: &mut Connection) -> rusqlite::Result<()> {
     } else {
         tx.execute_batch(receipts::SCHEMA)?;
     }
-    tx.execute_batch(&format!("PRAGMA user_version = {}", super::SCHEMA_VERSION))?;
+    // Schema 2; schema.rs goes on from there.
+    tx.execute_batch("PRAGMA user_version = 2")?;
     tx.commit()
 }
 

@@ -2,8 +2,8 @@
 //! `synchronous=FULL`, so a commit is on disk (the WAL fsync'd) when it returns (D17).
 //!
 //! ```sql
-//! -- application_id 0x41504951 ('APIQ'), user_version 2 (SCHEMA_VERSION below; a queue of
-//! -- schema 1 is upgraded at open, migrate.rs); auto_vacuum INCREMENTAL: pages freed by
+//! -- application_id 0x41504951 ('APIQ'), user_version 3 (SCHEMA_VERSION below; a queue of
+//! -- schema 1 or 2 is upgraded at open, migrate.rs, schema.rs); auto_vacuum INCREMENTAL: pages freed by
 //! -- deliveries go back to the filesystem.
 //! CREATE TABLE line (n INTEGER PRIMARY KEY,    -- one delivery line per interface, numbered
 //!                    interface TEXT NOT NULL UNIQUE);      -- when it is first used
@@ -20,7 +20,9 @@
 //!   attempts   INTEGER NOT NULL,
 //!   last_error TEXT,                       -- last delivery failure, rejection or quarantine
 //!   xml        TEXT NOT NULL,              -- the record's XML element (D19)
-//!   state_at   INTEGER                     -- unix ms it was rejected, quarantined or requeued
+//!   state_at   INTEGER,                    -- unix ms it was rejected, quarantined or requeued
+//!   origin_request TEXT, origin_client TEXT, origin_index INTEGER
+//!                                          -- the request and record of this version (D48)
 //! );
 //! CREATE INDEX item_parked ON item (state) WHERE state != 0;
 //!                                          -- rejected, quarantined and damaged rows only:
@@ -45,6 +47,9 @@
 //! CREATE TABLE settled (key BLOB, version, state, at, reason,
 //!                       PRIMARY KEY (key, version)) WITHOUT ROWID;
 //!                                          -- versions that left: delivered (3) or dropped
+//! -- The outcome feed (D48, sqlite/outcomes.rs), pruned with the receipts:
+//! CREATE TABLE outcome (seq INTEGER PRIMARY KEY AUTOINCREMENT, client, state, interface,
+//!                       request_id, idx, key, reason, at);  -- INDEX (client, state, seq)
 //! ```
 //!
 //! One writer connection (behind a mutex) runs every change as one transaction; the intake's
@@ -70,6 +75,7 @@ mod fault;
 mod lock;
 mod migrate;
 mod read;
+mod outcomes;
 mod receipts;
 mod schema;
 mod store;
@@ -92,7 +98,7 @@ pub const FILE_NAME: &str = "queue.sqlite3";
 /// Marks a file as an ap-intake queue (`PRAGMA application_id`, "APIQ").
 const APPLICATION_ID: i64 = 0x4150_4951;
 /// The schema this version reads and writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// How long a connection waits for a lock another connection (the CLI beside the service, a
 /// checkpoint) holds before reporting the store busy.

@@ -1,7 +1,7 @@
 //! Making the queue's tables (the schema is described in `mod.rs`), and bringing an older
 //! queue up to date.
 
-use super::{APPLICATION_ID, SCHEMA_VERSION, migrate, receipts};
+use super::{APPLICATION_ID, SCHEMA_VERSION, migrate, outcomes, receipts};
 use rusqlite::Connection;
 
 /// The item table's columns (also made by the upgrade from schema 1).
@@ -24,6 +24,7 @@ pub(super) fn create(conn: &mut Connection) -> Result<(), rusqlite::Error> {
         "CREATE TABLE item {ITEM_COLUMNS}; {PARKED_INDEX} {LINE_SCHEMA}"
     ))?;
     tx.execute_batch(receipts::SCHEMA)?;
+    tx.execute_batch(outcomes::SCHEMA_V3)?;
     tx.execute_batch(&format!(
         "CREATE TABLE counter (interface TEXT, kind TEXT, n INTEGER NOT NULL,
            PRIMARY KEY (interface, kind)) WITHOUT ROWID;
@@ -45,12 +46,21 @@ pub(super) fn is_blank(conn: &Connection) -> Result<bool, rusqlite::Error> {
     Ok(tables == 0 && id == 0)
 }
 
-/// Brings a queue of schema 1 to schema 2 (migrate.rs), and gives one made before receipts
-/// were pruned oldest first its index on their age (an index older versions read past).
+/// Brings a queue of schema 1 to schema 2 (migrate.rs), gives one made before receipts
+/// were pruned oldest first its index on their age (an index older versions read past),
+/// and brings schema 2 to 3: the items' origins and the outcome feed (D48), in one
+/// transaction.
 pub(super) fn upgrade(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version == 1 {
         migrate::from_v1(conn)?;
     }
-    conn.execute_batch("CREATE INDEX IF NOT EXISTS receipt_age ON receipt (received_at)")
+    conn.execute_batch("CREATE INDEX IF NOT EXISTS receipt_age ON receipt (received_at)")?;
+    if version < SCHEMA_VERSION {
+        let tx = conn.transaction()?;
+        tx.execute_batch(outcomes::SCHEMA_V3)?;
+        tx.execute_batch(&format!("PRAGMA user_version={SCHEMA_VERSION};"))?;
+        tx.commit()?;
+    }
+    Ok(())
 }

@@ -2,7 +2,7 @@
 //! writer, unreadable rows quarantined where they are met (D29).
 
 use super::read::{self, Unreadable};
-use super::{SqliteStore, receipts, write};
+use super::{SqliteStore, outcomes, receipts, write};
 use crate::receipt::Receipt;
 use crate::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
 
@@ -132,11 +132,23 @@ impl Store for SqliteStore {
         self.read(|c| receipts::receipts(c, request_id, api_key))
     }
 
+    fn outcomes(
+        &self,
+        request: &crate::feed::Request<'_>,
+    ) -> Result<Option<crate::feed::Page>, StoreError> {
+        self.read(|c| outcomes::page(c, request))
+    }
+
     fn halt(&self) -> Option<crate::Halt> {
         Some(self.halt.clone())
     }
 
     fn prune_step(&self, before_ms: u64) -> Result<usize, StoreError> {
-        self.write(false, |tx, _| receipts::prune_step(tx, before_ms))
+        self.write(false, |tx, _| {
+            let before = crate::codes::stored_ms(before_ms);
+            Ok::<_, rusqlite::Error>(
+                receipts::prune_step(tx, before_ms)? + outcomes::prune_step(tx, before)?,
+            )
+        })
     }
 }

@@ -2,10 +2,12 @@
 //! Counters change with the items in the same transaction, so they stay exact.
 
 use super::fault::Fault;
+use super::outcomes::{self, Origin};
 use super::receipts::{self, Heads};
 use crate::codes::{
     dropped_because, parked, pending, quarantined_because, rejected, stored_ms, stored_now,
 };
+use crate::receipt::ReceiptState;
 use crate::{NewRecord, QueueKey, Sent, State};
 use rusqlite::{OptionalExtension, Statement, Transaction, params};
 
@@ -48,10 +50,13 @@ struct Old {
     state: Option<State>,
     attempts: i64,
     last_error: Option<String>,
+    /// Where its version came from: it is superseded now (D48).
+    origin: Option<Origin>,
 }
 
 /// Reads [`Old`] by key (`?1`).
-const OLD: &str = "SELECT rowid, interface, state, attempts, last_error FROM item WHERE key = ?1";
+const OLD: &str = "SELECT rowid, interface, state, attempts, last_error, origin_request,
+    origin_client, origin_index FROM item WHERE key = ?1";
 
 fn old(stmt: &mut Statement<'_>, key: &QueueKey) -> rusqlite::Result<Option<Old>> {
     stmt.query_row(params![key.as_bytes()], |r| {
@@ -62,6 +67,7 @@ fn old(stmt: &mut Statement<'_>, key: &QueueKey) -> rusqlite::Result<Option<Old>
             state: r.get::<_, i64>(2).ok().and_then(State::from_code),
             attempts: r.get(3).unwrap_or(0),
             last_error: r.get(4).unwrap_or(None),
+            origin: Origin::read(r, 5),
         })
     })
     .optional()
@@ -132,23 +138,37 @@ pub(super) fn upsert(
     let mut find = tx.prepare_cached(OLD)?;
     let mut add = tx.prepare_cached(concat!(
         "INSERT INTO item (rowid, key, interface, state, version, queued_at, updated_at,
-                           attempts, last_error, xml)
+                           attempts, last_error, xml, origin_request, origin_client,
+                           origin_index)
          VALUES (?1, ?2, ?3, ",
         pending!(),
-        ", ?4, ?5, ?5, 0, NULL, ?6) ON CONFLICT (key) DO NOTHING"
+        ", ?4, ?5, ?5, 0, NULL, ?6, ?7, ?8, ?9) ON CONFLICT (key) DO NOTHING"
     ))?;
     // Touches no index: neither the key, the place nor the state change.
     let mut replace = tx.prepare_cached(
-        "UPDATE item SET version = ?2, updated_at = ?3, xml = ?4, state_at = NULL
+        "UPDATE item SET version = ?2, updated_at = ?3, xml = ?4, state_at = NULL,
+           origin_request = ?5, origin_client = ?6, origin_index = ?7
          WHERE rowid = ?1",
     )?;
     let mut last_was_new = true;
     for rec in records {
         let v = i64::try_from(*version).unwrap_or(i64::MAX);
         *version += 1;
+        let origin = Origin::of(rec.receipt.as_ref());
+        let (o_request, o_client, o_index) = Origin::columns(origin.as_ref());
         let mut insert = || -> rusqlite::Result<bool> {
             let place = lines.place(tx, rec.interface, v)?;
-            let args = params![place, rec.key.as_bytes(), rec.interface, v, now, rec.xml];
+            let args = params![
+                place,
+                rec.key.as_bytes(),
+                rec.interface,
+                v,
+                now,
+                rec.xml,
+                o_request,
+                o_client,
+                o_index
+            ];
             Ok(add.execute(args)? == 1)
         };
         let stored = last_was_new && insert()?;
@@ -158,6 +178,21 @@ pub(super) fn upsert(
             old(&mut find, &rec.key)?
         };
         last_was_new = found.is_none();
+        if let Some(Old {
+            origin: Some(from),
+            interface,
+            ..
+        }) = &found
+        {
+            outcomes::append(
+                tx,
+                from,
+                rec.key.as_bytes(),
+                interface,
+                ReceiptState::Superseded,
+                None,
+            )?;
+        }
         match found {
             None => {
                 // The insert cannot find the key now: it was not there a moment ago.
@@ -168,7 +203,9 @@ pub(super) fn upsert(
                 }
             }
             Some(o) if o.state == Some(State::Pending) && o.interface == rec.interface => {
-                replace.execute(params![o.rowid, v, now, rec.xml])?;
+                replace.execute(params![
+                    o.rowid, v, now, rec.xml, o_request, o_client, o_index
+                ])?;
                 counts.add(&o.interface, State::Pending.name(), -1);
             }
             Some(o) => {
@@ -181,7 +218,8 @@ pub(super) fn upsert(
                     pending!(),
                     ", version = ?4,
                        queued_at = CASE WHEN ?8 THEN queued_at ELSE ?5 END, updated_at = ?5,
-                       attempts = ?6, last_error = ?7, xml = ?9, state_at = NULL
+                       attempts = ?6, last_error = ?7, xml = ?9, state_at = NULL,
+                       origin_request = ?10, origin_client = ?11, origin_index = ?12
                      WHERE rowid = ?1"
                 ))?
                 .execute(params![
@@ -197,7 +235,10 @@ pub(super) fn upsert(
                         None
                     },
                     pending,
-                    rec.xml
+                    rec.xml,
+                    o_request,
+                    o_client,
+                    o_index
                 ])?;
                 if let Some(state) = o.state {
                     counts.add(&o.interface, state.name(), -1);
@@ -224,15 +265,21 @@ pub(super) fn delivered(tx: &Transaction<'_>, sent: &[Sent]) -> rusqlite::Result
     let mut stmt = tx.prepare_cached(concat!(
         "DELETE FROM item WHERE key = ?1 AND version = ?2 AND state = ",
         pending!(),
-        " RETURNING interface"
+        " RETURNING interface, origin_request, origin_client, origin_index"
     ))?;
     let mut gone = 0;
     for s in sent {
-        let interface: Option<String> = stmt
-            .query_row(params![s.key.as_bytes(), version(s)], |r| r.get(0))
+        let found: Option<(String, Option<Origin>)> = stmt
+            .query_row(params![s.key.as_bytes(), version(s)], |r| {
+                Ok((r.get(0)?, Origin::read(r, 1)))
+            })
             .optional()?;
         receipts::settle(tx, s.key.as_bytes(), version(s), None, None)?;
-        if let Some(interface) = interface {
+        if let Some((interface, origin)) = found {
+            if let Some(from) = &origin {
+                let (key, state) = (s.key.as_bytes(), ReceiptState::Delivered);
+                outcomes::append(tx, from, key, &interface, state, None)?;
+            }
             counts.add(&interface, State::Pending.name(), -1);
             counts.add(&interface, "delivered", 1);
             gone += 1;
@@ -257,23 +304,27 @@ pub(super) fn failed(tx: &Transaction<'_>, sent: &[Sent], error: &str) -> rusqli
 
 /// Parks an item the platform refused, if it is still pending at the version sent.
 pub(super) fn reject(tx: &Transaction<'_>, sent: &Sent, error: &str) -> rusqlite::Result<bool> {
-    let interface: Option<String> = tx
+    let interface: Option<(String, Option<Origin>)> = tx
         .prepare_cached(concat!(
             "UPDATE item SET state = ",
             rejected!(),
             ", attempts = attempts + 1, last_error = ?3, state_at = ?4
              WHERE key = ?1 AND version = ?2 AND state = ",
             pending!(),
-            " RETURNING interface"
+            " RETURNING interface, origin_request, origin_client, origin_index"
         ))?
         .query_row(
             params![sent.key.as_bytes(), version(sent), error, stored_now()],
-            |r| r.get(0),
+            |r| Ok((r.get::<_, String>(0)?, Origin::read(r, 1))),
         )
         .optional()?;
-    let Some(interface) = interface else {
+    let Some((interface, origin)) = interface else {
         return Ok(false);
     };
+    if let Some(from) = &origin {
+        let (key, state) = (sent.key.as_bytes(), ReceiptState::Rejected);
+        outcomes::append(tx, from, key, &interface, state, Some(error))?;
+    }
     let mut counts = Counts::default();
     counts.add(&interface, State::Pending.name(), -1);
     counts.add(&interface, State::Rejected.name(), 1);
@@ -316,10 +367,23 @@ pub(super) fn discard(tx: &Transaction<'_>, key: &QueueKey) -> rusqlite::Result<
     let Some((interface, state)) = parked(tx, key)? else {
         return Ok(false);
     };
-    let (version, reason): (i64, Option<String>) = tx
-        .prepare_cached("DELETE FROM item WHERE key = ?1 RETURNING version, last_error")?
-        .query_row(params![key.as_bytes()], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let (version, reason, origin): (i64, Option<String>, Option<Origin>) = tx
+        .prepare_cached(
+            "DELETE FROM item WHERE key = ?1
+             RETURNING version, last_error, origin_request, origin_client, origin_index",
+        )?
+        .query_row(params![key.as_bytes()], |r| {
+            Ok((r.get(0)?, r.get(1)?, Origin::read(r, 2)))
+        })?;
     let reason = dropped_because(reason.as_deref());
+    if let Some(from) = &origin {
+        // D48: the drop is a change of the reason its client hears of, in the state it had.
+        let shown = match state {
+            State::Quarantined => ReceiptState::Quarantined,
+            _ => ReceiptState::Rejected,
+        };
+        outcomes::append(tx, from, key.as_bytes(), &interface, shown, Some(&reason))?;
+    }
     receipts::settle(tx, key.as_bytes(), version, Some(state), Some(&reason))?;
     let mut counts = Counts::default();
     counts.add(&interface, state.name(), -1);
@@ -337,17 +401,20 @@ pub(super) fn quarantine(
     let mut stmt = tx.prepare_cached(concat!(
         "UPDATE item SET state = ?3, last_error = ?2, state_at = ?4
          WHERE rowid = ?1 AND state = ",
-        pending!()
+        pending!(),
+        " RETURNING key, origin_request, origin_client, origin_index"
     ))?;
     for (rowid, reason) in rows {
         let reason = quarantined_because(reason);
-        if stmt.execute(params![
-            rowid,
-            reason,
-            State::Quarantined.code(),
-            stored_now()
-        ])? > 0
-        {
+        let args = params![rowid, reason, State::Quarantined.code(), stored_now()];
+        let changed: Option<(Vec<u8>, Option<Origin>)> = stmt
+            .query_row(args, |r| Ok((r.get(0).unwrap_or_default(), Origin::read(r, 1))))
+            .optional()?;
+        if let Some((key, origin)) = changed {
+            if let Some(from) = &origin {
+                let state = ReceiptState::Quarantined;
+                outcomes::append(tx, from, &key, interface, state, Some(&reason))?;
+            }
             counts.add(interface, State::Pending.name(), -1);
             counts.add(interface, State::Quarantined.name(), 1);
         }
