@@ -95,8 +95,11 @@ impl Query {
                 "interface" => {
                     once(interface.is_some(), "interface")?;
                     let found = interfaces::by_path(&value).or_else(|| interfaces::by_id(&value));
-                    interface =
-                        Some(found.ok_or_else(|| QueryError::Interface(shown(&value)))?.id);
+                    interface = Some(
+                        found
+                            .ok_or_else(|| QueryError::Interface(shown(&value)))?
+                            .id,
+                    );
                 }
                 "limit" => {
                     once(limit.is_some(), "limit")?;
@@ -236,8 +239,8 @@ mod tests {
 
     #[test]
     fn a_query_names_its_states_interface_limit_and_cursor() {
-        let q = Query::parse("state=rejected,quarantined&state=rejected&limit=500&after=s7")
-            .unwrap();
+        let q =
+            Query::parse("state=rejected,quarantined&state=rejected&limit=500&after=s7").unwrap();
         assert_eq!(
             q.states,
             [ReceiptState::Rejected, ReceiptState::Quarantined]

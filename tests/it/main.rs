@@ -24,6 +24,7 @@ mod crash;
 mod delivery;
 mod delivery_faults;
 mod durability;
+mod feed;
 mod http_edge;
 mod interfaces;
 mod logs;

@@ -10,6 +10,7 @@ mod batches;
 mod contract;
 mod damaged;
 mod delivery;
+mod feed;
 mod leases;
 mod parking;
 mod receipts;

@@ -2,9 +2,9 @@
 //! its transaction's id, then its number; a page shows only what transactions older than
 //! every one still running wrote, so no node's commit can land behind a cursor.
 
+use crate::QueueKey;
 use crate::codes::{PRUNE_SETTLED, outcome_code, outcome_state, superseded};
 use crate::feed::{self, Outcome, Position, Request};
-use crate::QueueKey;
 use postgres::{Client, Transaction};
 
 /// Schema 3: the item's origin, the feed, and the trigger that notes a replaced version as

@@ -1,10 +1,10 @@
 //! Changes to the queue tables, each in one transaction (schema in `mod.rs`).
 
+use super::outcomes::{origin_returned, with_outcomes};
 use crate::codes::{
     KNOWN_STATES, SETTLED_DELIVERED, dropped_because, parked, pending, quarantined_because,
     rejected, stored_ms as ms, stored_now as now, unknown_state,
 };
-use super::outcomes::{origin_returned, with_outcomes};
 use crate::receipt::RequestInfo;
 use crate::{Backoff, NewRecord, Sent, State};
 use postgres::{Client, GenericClient, Transaction};

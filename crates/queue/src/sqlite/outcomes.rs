@@ -2,10 +2,10 @@
 //! `outcome`, appended by the transaction that changes the item; its number (`seq`, never
 //! reused: AUTOINCREMENT) is its place, as the one writer commits in that order.
 
+use crate::QueueKey;
 use crate::codes::{PRUNE_SETTLED, outcome_code, outcome_state, stored_now};
 use crate::feed::{self, Outcome, Position, Request};
 use crate::receipt::{ReceiptLine, ReceiptState};
-use crate::QueueKey;
 use rusqlite::{Connection, Row, Transaction, params};
 
 /// Schema 3: the item's origin, and the feed. `seq` is AUTOINCREMENT so that pruning every
@@ -87,7 +87,10 @@ pub(super) fn append(
 }
 
 /// A page of the feed; `None` for a cursor of PostgreSQL's.
-pub(super) fn page(conn: &Connection, request: &Request<'_>) -> rusqlite::Result<Option<feed::Page>> {
+pub(super) fn page(
+    conn: &Connection,
+    request: &Request<'_>,
+) -> rusqlite::Result<Option<feed::Page>> {
     if request.after.is_some_and(|p| p.tx.is_some()) {
         return Ok(None);
     }

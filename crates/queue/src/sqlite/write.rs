@@ -408,7 +408,9 @@ pub(super) fn quarantine(
         let reason = quarantined_because(reason);
         let args = params![rowid, reason, State::Quarantined.code(), stored_now()];
         let changed: Option<(Vec<u8>, Option<Origin>)> = stmt
-            .query_row(args, |r| Ok((r.get(0).unwrap_or_default(), Origin::read(r, 1))))
+            .query_row(args, |r| {
+                Ok((r.get(0).unwrap_or_default(), Origin::read(r, 1)))
+            })
             .optional()?;
         if let Some((key, origin)) = changed {
             if let Some(from) = &origin {
