@@ -17,6 +17,7 @@ pub fn schemas() -> Map<String, Value> {
         ("ReceiptRecord", receipt_record()),
         ("Receipt", receipt()),
     ];
+    let parts = parts.into_iter().chain(super::feed::schemas());
     parts
         .into_iter()
         .map(|(name, mut schema)| {

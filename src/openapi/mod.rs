@@ -12,6 +12,7 @@
 //! `<Stem>Object`); its example holds the records of the schema's `examples`.
 
 mod bodies;
+mod feed;
 mod parts;
 mod paths;
 mod record;
@@ -67,6 +68,7 @@ pub fn document(validator: &Validator, accounting_types: &[String], security: Se
         "/requests/{request_id}".into(),
         json!({"get": paths::receipt(&cx)}),
     );
+    path_items.insert("/requests".into(), json!({"get": feed::operation(&cx)}));
 
     let mut components = json!({
         "schemas": schemas,
@@ -89,7 +91,8 @@ pub fn document(validator: &Validator, accounting_types: &[String], security: Se
              "description": "The nine interfaces: records validated, queued, delivered."},
             {"name": "Dry run",
              "description": "The same requests, validated only: nothing is queued."},
-            {"name": "Receipts", "description": "What became of a request's records."}
+            {"name": "Receipts",
+             "description": "What became of a request's records, and of all the caller's."}
         ],
         "paths": path_items,
     });
