@@ -82,9 +82,21 @@ pub fn operation(cx: &Context) -> Value {
         ),
     );
     let refusals: Vec<(&str, &str, Value)> = [
-        ("limit", "A limit out of range", QueryError::Limit("0".into())),
-        ("after", "A cursor the feed did not give", QueryError::Cursor("x1".into())),
-        ("state", "A state the feed does not list", QueryError::State("pending".into())),
+        (
+            "limit",
+            "A limit out of range",
+            QueryError::Limit("0".into()),
+        ),
+        (
+            "after",
+            "A cursor the feed did not give",
+            QueryError::Cursor("x1".into()),
+        ),
+        (
+            "state",
+            "A state the feed does not list",
+            QueryError::State("pending".into()),
+        ),
     ]
     .into_iter()
     .map(|(name, summary, e)| (name, summary, failure(ApiError::FeedQuery(e))))

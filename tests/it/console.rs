@@ -133,6 +133,34 @@ fn a_developer_fetches_a_token_in_the_console_and_sends_with_it() {
     assert_the_policy_held(&browser);
 }
 
+/// D48: a developer reads the outcome feed in the console: what the example sent became,
+/// and the cursor to go on from.
+#[test]
+fn a_developer_reads_the_outcome_feed_in_the_console() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let platform = crate::common::receiver::Receiver::start();
+    let app = TestApp::delivering_to(&platform.url(), "");
+    let sent = app.post_records("/general-ledger-codes/v1", &[gl("4000")]);
+    assert_eq!(sent.status, 202, "{}", sent.text);
+    eventually("4000 delivered", Duration::from_secs(20), || {
+        app.item(&gl_key("4000")).is_none()
+    });
+    browser.watch_policy_violations();
+    browser.goto(&app.url("/docs"));
+    browser.text_of(".swagger-ui .info .title", "ap-intake");
+    authorize(&browser, KEY);
+    let op = "#operations-Receipts-outcome-feed";
+    let (status, body) = execute(&browser, op, "200", "next");
+    assert_eq!(status.trim(), "200", "{body}");
+    assert!(
+        body.contains("gl-code:main/4000") && body.contains("delivered"),
+        "{body}"
+    );
+    assert_the_policy_held(&browser);
+}
+
 /// Authorize, the key, Authorize, Close.
 fn authorize(browser: &Browser, key: &str) {
     browser.click(".scheme-container button.authorize");
@@ -143,15 +171,18 @@ fn authorize(browser: &Browser, key: &str) {
 
 /// Opens the operation `op`, Try it out, Execute with its example: the status and body shown.
 fn try_the_example(browser: &Browser, op: &str) -> (String, String) {
+    execute(browser, op, "202", "record(s) queued")
+}
+
+/// Opens `op`, Try it out, Execute as it stands; the status and body once the status shows
+/// `status` and the body `text`.
+fn execute(browser: &Browser, op: &str, status: &str, text: &str) -> (String, String) {
     browser.click(&format!("{op} .opblock-summary-control"));
     browser.click(&format!("{op} .try-out__btn"));
     browser.click(&format!("{op} button.execute"));
     let answer = format!("{op} .live-responses-table tr.response");
-    let status = browser.text_of(&format!("{answer} .response-col_status"), "202");
-    let body = browser.text_of(
-        &format!("{answer} .response-col_description"),
-        "record(s) queued",
-    );
+    let status = browser.text_of(&format!("{answer} .response-col_status"), status);
+    let body = browser.text_of(&format!("{answer} .response-col_description"), text);
     (status, body)
 }
 
