@@ -263,19 +263,44 @@ fn d48_a_bad_query_gets_400_naming_the_parameter_and_the_rule() {
              delivered or superseded (several separated by commas)",
         ),
         (
-            "interface=%2Fnope",
-            "interface: no interface \"/nope\"; use an interface's path, such as /vendor-data/v1",
+            "interface=%2Fx",
+            "interface: no interface \"/x\"; use an interface's path, such as /vendor-data/v1",
         ),
         (
-            "since=2026-01-01",
-            "unknown query parameter \"since\"; the feed takes state, interface, limit and after",
+            "x=1",
+            "unknown query parameter \"x\"; the feed takes state, interface, limit and after",
+        ),
+        (
+            "after=x",
+            "after: \"x\" is not a cursor this feed gave; pass back the next of an earlier page, \
+             or leave after out to start from the oldest change",
         ),
         (
             "limit=5&limit=6",
             "query parameter limit is given more than once",
         ),
     ];
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .unwrap()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     for (query, message) in cases {
+        // README gives one refusal of each kind.
+        let in_readme = [
+            "limit=0",
+            "after=x",
+            "state=pending",
+            "interface=%2Fx",
+            "x=1",
+            "limit=5&limit=6",
+        ];
+        if in_readme.contains(&query) {
+            assert!(
+                readme.contains(message),
+                "README's Integrator's guide does not give: {message}"
+            );
+        }
         let r = feed(&app, Some(KEY), query);
         assert_eq!(r.status, 400, "{query}: {}", r.text);
         let id = r.header("x-request-id").unwrap().to_string();

@@ -27,6 +27,8 @@ pub struct Exported {
     pub xml: String,
     /// When it was rejected, quarantined or requeued (unix ms).
     pub state_at: Option<i64>,
+    /// The request id, client and index its version came from (D48), when it had a receipt.
+    pub origin: Option<(String, String, i32)>,
 }
 
 /// A request's receipt as the embedded queue holds it.

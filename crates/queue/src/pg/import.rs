@@ -93,29 +93,58 @@ fn items(tx: &mut Transaction<'_>, items: &[Exported]) -> Result<u64, postgres::
         let errors: Vec<Option<&str>> = chunk.iter().map(|i| i.last_error.as_deref()).collect();
         let xmls: Vec<&str> = chunk.iter().map(|i| i.xml.as_str()).collect();
         let state_at: Vec<Option<i64>> = chunk.iter().map(|i| i.state_at).collect();
+        let o_requests: Vec<Option<&str>> = chunk
+            .iter()
+            .map(|i| i.origin.as_ref().map(|o| o.0.as_str()))
+            .collect();
+        let o_clients: Vec<Option<&str>> = chunk
+            .iter()
+            .map(|i| i.origin.as_ref().map(|o| o.1.as_str()))
+            .collect();
+        let o_indexes: Vec<Option<i32>> = chunk
+            .iter()
+            .map(|i| i.origin.as_ref().map(|o| o.2))
+            .collect();
         let written = tx.execute(
             &format!(
                 "INSERT INTO item AS i (key, interface, state, version, queued_at, seq, updated_at,
-                                        attempts, last_error, xml, state_at)
+                                        attempts, last_error, xml, state_at, origin_request,
+                                        origin_client, origin_index)
                  SELECT k, f, CASE WHEN s IN {KNOWN_STATES} THEN s ELSE {q} END, v, qa, sq, u,
-                        a, e, x, sa
+                        a, e, x, sa, oq, oc, oi
                  FROM unnest($1::bytea[], $2::text[], $3::smallint[], $4::bigint[],
                              $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[],
-                             $9::text[], $10::text[], $11::bigint[])
-                      AS t(k, f, s, v, qa, sq, u, a, e, x, sa)
+                             $9::text[], $10::text[], $11::bigint[], $12::text[], $13::text[],
+                             $14::integer[])
+                      AS t(k, f, s, v, qa, sq, u, a, e, x, sa, oq, oc, oi)
                  ON CONFLICT (key) DO UPDATE SET
                    interface = excluded.interface, state = excluded.state,
                    version = excluded.version, queued_at = excluded.queued_at,
                    seq = excluded.seq, updated_at = excluded.updated_at,
                    attempts = excluded.attempts, last_error = excluded.last_error,
                    xml = excluded.xml, state_at = excluded.state_at,
+                   origin_request = excluded.origin_request,
+                   origin_client = excluded.origin_client,
+                   origin_index = excluded.origin_index,
                    lease_instance = NULL, lease_until = NULL
                  WHERE excluded.updated_at > i.updated_at",
                 q = State::Quarantined.code()
             ),
             &[
-                &keys, &ifaces, &states, &versions, &queued, &seqs, &updated, &attempts, &errors,
-                &xmls, &state_at,
+                &keys,
+                &ifaces,
+                &states,
+                &versions,
+                &queued,
+                &seqs,
+                &updated,
+                &attempts,
+                &errors,
+                &xmls,
+                &state_at,
+                &o_requests,
+                &o_clients,
+                &o_indexes,
             ],
         )?;
         kept += u64::try_from(chunk.len())

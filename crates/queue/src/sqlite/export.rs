@@ -83,7 +83,8 @@ fn everything(conn: &Connection) -> rusqlite::Result<Export> {
     let items = conn
         .prepare(
             "SELECT key, interface, state, version, queued_at, updated_at, attempts, last_error,
-                    xml, state_at FROM item ORDER BY rowid",
+                    xml, state_at, origin_request, origin_client, origin_index
+             FROM item ORDER BY rowid",
         )?
         .query_map([], |r| {
             Ok(Exported {
@@ -97,6 +98,10 @@ fn everything(conn: &Connection) -> rusqlite::Result<Export> {
                 last_error: r.get(7)?,
                 xml: r.get(8)?,
                 state_at: r.get(9)?,
+                origin: match (r.get(10)?, r.get(11)?, r.get(12)?) {
+                    (Some(request), Some(client), Some(index)) => Some((request, client, index)),
+                    _ => None,
+                },
             })
         })?
         .collect::<Result<_, _>>()?;
