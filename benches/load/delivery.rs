@@ -60,22 +60,31 @@ async fn receiver(documents: Arc<AtomicU64>, hang: Option<String>) -> std::net::
 /// Fills the queue in `data_dir` with `n` GL-code records (XML as the intake makes it).
 pub fn fill(data_dir: &Path, n: usize, label: &str) -> SqliteStore {
     let store = SqliteStore::open(data_dir, Mode::Serve, 0).expect("open the queue");
-    fill_in(&store, n, label, 1);
+    fill_in(&store, n, label, 1, false);
     store
 }
 
 /// Fills the queue with `n` GL-code records spread in turn over the first `interfaces`
-/// interfaces (the platform here does not read the XML; each interface gets its own keys).
-/// Outside the runtime: a database client blocks.
-pub fn fill_in(store: &dyn Store, n: usize, label: &str, interfaces: usize) {
+/// interfaces (the platform here does not read the XML; each interface gets its own keys),
+/// with `receipts` as requests of 1,000 with receipts (each delivery then notes its outcome
+/// for the feed, D48). Outside the runtime: a database client blocks.
+pub fn fill_in(store: &dyn Store, n: usize, label: &str, interfaces: usize, receipts: bool) {
     let iface = by_path("/general-ledger-codes/v1").expect("GL codes");
     let validator = ap_intake::validate::Validator::load(None).expect("schemas");
     let shape = validator.shape(iface).expect("GL codes' shape");
     let started = Instant::now();
-    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+    for (c, chunk) in (0..n).collect::<Vec<_>>().chunks(1000).enumerate() {
+        let request = std::sync::Arc::new(ap_intake::queue::receipt::RequestInfo {
+            request_id: format!("{label}-{c}"),
+            api_key: "bench".into(),
+            interface: iface.id,
+            received_at_ms: now_ms(),
+            nonce: 1,
+        });
         let records: Vec<NewRecord> = chunk
             .iter()
-            .map(|i| {
+            .enumerate()
+            .map(|(index, i)| {
                 let code = format!("{label}-{i:08}");
                 let rec = serde_json::json!({"code": code, "type": "VAT", "description_en": "Input VAT 24 %", "tax_code": "VAT24"});
                 let into = match interfaces {
@@ -86,7 +95,10 @@ pub fn fill_in(store: &dyn Store, n: usize, label: &str, interfaces: usize) {
                     key: QueueKey::new(into.id, &["main", &code]).expect("key"),
                     interface: into.id,
                     xml: ap_intake::xml::record(shape, iface.xml_record, &[], &rec),
-                    receipt: None,
+                    receipt: receipts.then(|| ap_intake::queue::receipt::ReceiptLine {
+                        request: std::sync::Arc::clone(&request),
+                        index: u32::try_from(index).expect("index"),
+                    }),
                 }
             })
             .collect();

@@ -9,6 +9,7 @@
 //! cargo bench --bench load -- floor [--rounds N] [--records N]
 //! cargo bench --bench load -- backup [--records N] [--concurrency C]
 //! cargo bench --bench load -- scrape [--records N] [--concurrency C] [--duration S] [--pairs P]
+//! cargo bench --bench load -- feed [--rejections N] [--delivered N] [--postgres URL]
 //! ```
 //!
 //! `intake` starts the release binary on a loopback port, drives it from C keep-alive clients
@@ -27,6 +28,7 @@ mod bearer;
 mod commits;
 mod cpu;
 mod delivery;
+mod feed;
 mod floor;
 mod intake;
 mod memory;
@@ -97,6 +99,9 @@ enum What {
         /// The receiver never answers the first interface's documents.
         #[arg(long)]
         hang: bool,
+        /// Queue the records with receipts: each delivery notes its outcome (D48).
+        #[arg(long)]
+        receipts: bool,
         /// Queue on PostgreSQL at this URL (its `ap_intake` schema is dropped first, D39).
         #[arg(long, value_name = "URL")]
         postgres: Option<String>,
@@ -149,6 +154,16 @@ enum What {
         /// Runs of each kind.
         #[arg(long, default_value_t = 3)]
         pairs: usize,
+    },
+    /// The outcome feed (D48): rejections among deliveries, paged through at 500 a page.
+    Feed {
+        #[arg(long, default_value_t = 10_000)]
+        rejections: usize,
+        #[arg(long, default_value_t = 40_000)]
+        delivered: usize,
+        /// Queue on PostgreSQL at this URL (its `ap_intake` schema is dropped first, D39).
+        #[arg(long, value_name = "URL")]
+        postgres: Option<String>,
     },
     /// What the machine allows without ap-intake: the disk's fsync latency, and SQLite alone
     /// storing GL-sized records durably at 1, 100 and 1,000 a commit.
@@ -256,9 +271,10 @@ fn main() {
             interfaces,
             hang,
             postgres,
+            receipts,
         } => {
             let store = pg::fresh_store(postgres.as_deref(), &dir.path().join("queue"), "bench");
-            delivery::fill_in(store.as_ref(), records, "D", interfaces);
+            delivery::fill_in(store.as_ref(), records, "D", interfaces, receipts);
             let rate = runtime.block_on(delivery::drain(
                 store, records, batch_size, interfaces, hang,
             ));
@@ -291,6 +307,11 @@ fn main() {
             }
         }
         What::Floor { rounds, records } => floor::run(dir.path(), rounds, records),
+        What::Feed {
+            rejections,
+            delivered,
+            postgres,
+        } => feed::run(dir.path(), rejections, delivered, postgres.as_deref()),
         What::Bearer { load, pairs } => {
             let gl = by_path("/general-ledger-codes/v1").expect("GL codes");
             bearer::run(&runtime, dir.path(), &load.of(gl, true), pairs);

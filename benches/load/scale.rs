@@ -37,7 +37,7 @@ pub fn run(dir: &Path, records: usize) {
     let store = crate::delivery::fill(&data, records, "S");
     // The same keys again, every one pending: a full resend of master data.
     print!("the same keys again: ");
-    crate::delivery::fill_in(&store, records, "S", 1);
+    crate::delivery::fill_in(&store, records, "S", 1, false);
     drop(store);
     let config = write_config(dir, &data, None);
     let service = Service::start(&config);
