@@ -8,7 +8,12 @@
 //! it was on its way is listed superseded when it is replaced; its receipt later says
 //! delivered if the platform took it (D18), and the feed does not repeat that.
 //!
-//! Positions: SQLite numbers outcomes as its one writer commits them. PostgreSQL's nodes
+//! A page reads each state with its own statement, so all of them are bounded by one place
+//! read first: a statement that saw a later commit than another could otherwise list an
+//! outcome past one the other missed.
+//!
+//! Positions: SQLite numbers outcomes as its one writer commits them (the bound is the
+//! highest number). PostgreSQL's nodes
 //! commit in any order, so an outcome's place is its transaction id, then its number, and a
 //! reader is shown only what transactions older than every one still running wrote
 //! (`pg_snapshot_xmin`): whatever commits later has a greater place than anything shown, so

@@ -97,9 +97,16 @@ pub(super) fn page(
     let after = request.after.map_or(0, |p| p.seq);
     let after = i64::try_from(after).unwrap_or(i64::MAX);
     let limit = i64::try_from(request.limit).unwrap_or(i64::MAX);
+    // One bound for every state: each statement reads its own snapshot, and a later one
+    // could list a state's outcome past another state's it did not yet see. Outcomes are
+    // numbered as the one writer commits them, so every one up to the bound is in.
+    let bound: i64 = conn
+        .prepare_cached("SELECT coalesce(max(seq), 0) FROM outcome")?
+        .query_row([], |r| r.get(0))?;
     let mut stmt = conn.prepare_cached(
         "SELECT seq, request_id, idx, key, interface, reason, at FROM outcome
-         WHERE client = ?1 AND state = ?2 AND seq > ?3 AND (?4 IS NULL OR interface = ?4)
+         WHERE client = ?1 AND state = ?2 AND seq > ?3 AND seq <= ?6
+           AND (?4 IS NULL OR interface = ?4)
          ORDER BY seq LIMIT ?5",
     )?;
     let mut read = Vec::new();
@@ -108,7 +115,7 @@ pub(super) fn page(
             continue;
         };
         let rows = stmt.query_map(
-            params![request.client, code, after, request.interface, limit],
+            params![request.client, code, after, request.interface, limit, bound],
             |r| {
                 Ok(Outcome {
                     position: Position {
