@@ -91,7 +91,7 @@ fn fill(store: &dyn Store, rejections: usize, delivered: usize) {
         let mut deliver = Vec::new();
         for (key, item) in &batch {
             let sent = Sent::of(key, item);
-            if n % every == 0 && n / every < rejections {
+            if n.is_multiple_of(every) && n / every < rejections {
                 store
                     .reject(&sent, "HTTP 422: unknown cost centre")
                     .expect("reject");
