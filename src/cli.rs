@@ -201,6 +201,14 @@ pub enum StatusWhat {
         /// The request id (the `request_id` of the answer, or the `x-request-id` header).
         id: String,
     },
+    /// The audit trail (D50): each requeue, drop, backup, restore, move, reload, start and
+    /// stop, when, by which Unix user, with its arguments and what it changed.
+    Audit {
+        /// From this time on: RFC 3339 (2026-11-01T00:00:00Z, or a date) or a span back from
+        /// now (7d, 24h); everything kept when omitted.
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+    },
 }
 
 /// Key subcommands.

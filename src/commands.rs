@@ -304,6 +304,9 @@ pub fn status_command(
         },
         Some(StatusWhat::Show { key }) => Request::Show { key },
         Some(StatusWhat::Request { id }) => Request::Receipts { request_id: id },
+        Some(StatusWhat::Audit { since }) => Request::Audit {
+            since_ms: since.as_deref().map(since_ms).transpose()?.unwrap_or(0),
+        },
     };
     let response = admin::query(at, &req)?;
     if json {
@@ -319,6 +322,10 @@ pub fn status_command(
             Response::Receipts(r) if r.is_empty() => bail!("{NO_RECEIPT}"),
             Response::Receipts(r) => {
                 let shown: Vec<_> = r.iter().map(status::receipt::Shown::of).collect();
+                serde_json::to_string_pretty(&shown)?
+            }
+            Response::Audit(records) => {
+                let shown: Vec<_> = records.iter().map(admin::audit::Entry::from).collect();
                 serde_json::to_string_pretty(&shown)?
             }
             other => return unexpected(other.clone()),
@@ -341,9 +348,31 @@ pub fn status_command(
         Response::Item(None) => bail!("no queued record with that key"),
         Response::Receipts(r) if r.is_empty() => bail!("{NO_RECEIPT}"),
         Response::Receipts(r) => r.iter().for_each(|r| out_raw!(status::receipt::render(r))),
+        Response::Audit(records) => out_raw!(admin::audit::render(&records)),
         other => return unexpected(other),
     }
     Ok(())
+}
+
+/// `--since`: an RFC 3339 time or date, or a span back from now (`7d`), as unix ms.
+fn since_ms(text: &str) -> anyhow::Result<u64> {
+    let date = format!("{text}T00:00:00Z");
+    let at = match humantime::parse_rfc3339_weak(text).or_else(|_| humantime::parse_rfc3339(&date))
+    {
+        Ok(t) => t,
+        Err(_) => {
+            let back = humantime::parse_duration(text).map_err(|_| {
+                anyhow::anyhow!(
+                    "--since {text:?} is neither a time (2026-11-01T00:00:00Z, 2026-11-01) nor \
+                     a span back from now (7d, 24h)"
+                )
+            })?;
+            std::time::SystemTime::now() - back
+        }
+    };
+    Ok(at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)))
 }
 
 /// The admin socket's answer when it is not the one asked for.

@@ -2,11 +2,15 @@
 //! copies of the embedded queue. Part of the binary, beside `commands.rs`; the copying itself is the queue's
 //! (`queue::sqlite::backup`).
 
-use ap_intake::config::{Backend, Config, redacted_url};
+use ap_intake::admin::audit::{self, Actor};
+use ap_intake::admin::{self, Request, Response};
+use ap_intake::config::{Backend, Config, Locations, redacted_url};
+use ap_intake::queue::audit::AuditRecord;
 use ap_intake::queue::sqlite::FILE_NAME;
 use ap_intake::queue::sqlite::backup::{self, Contents};
 use ap_intake::queue::{Mode, PostgresStore, Store, StoreError, moving};
 use ap_intake::status::receipt::rfc3339;
+use serde_json::json;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -40,7 +44,27 @@ pub fn backup(config: Option<&Path>, file: &Path) -> anyhow::Result<ExitCode> {
                 shown(&contents),
                 started.elapsed().as_secs_f64()
             );
-            Ok(ExitCode::SUCCESS)
+            // D50: through the running service (in the name the socket's peer has), or on
+            // the stopped store.
+            let args = json!({ "file": file.display().to_string() });
+            let note = Request::Note {
+                action: "backup".into(),
+                args,
+                changed: counted(&contents),
+            };
+            match admin::query(&at, &note) {
+                Ok(Response::Noted) => Ok(ExitCode::SUCCESS),
+                Ok(other) => {
+                    eprintln!(
+                        "ap-intake backup: copied, but not recorded in the audit trail: {other:?}"
+                    );
+                    Ok(ExitCode::FAILURE)
+                }
+                Err(e) => {
+                    eprintln!("ap-intake backup: copied, but not recorded in the audit trail: {e}");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
         }
         Err(e) => {
             eprintln!("ap-intake backup: {e}");
@@ -64,10 +88,18 @@ pub fn restore(config: Option<&Path>, file: &Path) -> anyhow::Result<ExitCode> {
         .chars()
         .filter(|c| c.is_ascii_alphanumeric())
         .collect::<String>();
+    // D50: the trail is never shortened by a restore: what the queue replaced holds is
+    // carried into the copy.
+    let trail = trail_of(&at);
     match backup::restore(&at.data_dir, file, &stamp) {
         Ok(restored) => {
             let c = &restored.contents;
             out!("restored {}: {}", file.display(), shown(c));
+            let args = json!({ "file": file.display().to_string() });
+            if let Err(e) = carry_and_record(&at, &trail, "restore", &args, &counted(c)) {
+                eprintln!("ap-intake restore: restored, but the audit trail was not: {e}");
+                return Ok(ExitCode::FAILURE);
+            }
             if let Some(kept) = &restored.kept {
                 out!("the queue it replaced is kept as {}", kept.display());
             }
@@ -119,7 +151,28 @@ pub fn move_to_postgres(config: &Path) -> anyhow::Result<ExitCode> {
     let shown = redacted_url(&pg.url);
     let started = std::time::Instant::now();
     let moved = moving::move_to_postgres(&at.data_dir, &cluster);
+    // D50: the trail came along with the queue; the move is its next record.
+    let noted = moved
+        .as_ref()
+        .ok()
+        .filter(|m| m.moved_before_ms.is_none())
+        .map(|m| {
+            let changed = json!({ "items": m.items, "receipts": m.receipts,
+                              "kept_newer": m.kept_newer });
+            let args = json!({ "from": at.data_dir.display().to_string(), "to": shown });
+            audit::record(
+                &cluster,
+                &Actor::current(),
+                "move-to-postgres",
+                &args,
+                &changed,
+            )
+        });
     let _ = cluster.close();
+    if let Some(Err(e)) = noted {
+        eprintln!("ap-intake move-to-postgres: moved, but the move is not in the audit trail: {e}");
+        return Ok(ExitCode::FAILURE);
+    }
     match moved {
         Ok(m) => {
             if let Some(before) = m.moved_before_ms {
@@ -191,6 +244,47 @@ pub fn check_copy(file: &Path) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// What a copy holds, for its audit record.
+fn counted(c: &Contents) -> serde_json::Value {
+    json!({ "pending": c.pending, "rejected": c.rejected, "quarantined": c.quarantined,
+            "receipts": c.receipts })
+}
+
+/// The audit trail of the queue in the data directory, when it can be read.
+fn trail_of(at: &Locations) -> Result<Vec<AuditRecord>, String> {
+    let store = ap_intake::queue::open(&at.storage, &at.data_dir, Mode::Inspect)
+        .map_err(|e| e.to_string())?;
+    let trail = store.audit_trail(0, usize::MAX).map_err(|e| e.to_string());
+    let _ = store.close();
+    trail
+}
+
+/// Adds the records of `trail` the queue in the data directory lacks, then a record of
+/// `action` by the user running this command.
+fn carry_and_record(
+    at: &Locations,
+    trail: &Result<Vec<AuditRecord>, String>,
+    action: &str,
+    args: &serde_json::Value,
+    changed: &serde_json::Value,
+) -> Result<(), StoreError> {
+    let store = ap_intake::queue::open(&at.storage, &at.data_dir, Mode::Inspect)?;
+    let mut changed = changed.clone();
+    match trail {
+        Ok(records) => {
+            for r in records {
+                store.audit(r)?;
+            }
+            changed["audit_records_carried"] = json!(records.len());
+        }
+        // A queue restored because it was damaged may have had no trail left to read.
+        Err(e) => changed["audit_trail_unreadable"] = json!(e),
+    }
+    let done = audit::record(store.as_ref(), &Actor::current(), action, args, &changed);
+    let _ = store.close();
+    done
 }
 
 fn shown(c: &Contents) -> String {

@@ -43,6 +43,8 @@ pub struct Reloadable {
     pub oauth2_state: crate::oauth2::setup::State,
     /// The service's stop signal, for the identity provider's key fetches a reload starts.
     pub stop: crate::queue::Stop,
+    /// The queue, whose audit trail records each reload (D50).
+    pub store: Arc<dyn crate::queue::Store>,
 }
 
 /// The reload of one service: its config file, what it started with and what it runs with
@@ -67,34 +69,52 @@ impl Reloader {
         }
     }
 
-    /// Reads the file again and applies it; logs what changed, or why nothing did.
+    /// Reads the file again and applies it; logs what changed, or why nothing did, and
+    /// records it in the audit trail (D50).
     pub fn reload(&mut self) {
+        let outcome = self.reread();
+        let args = serde_json::json!({
+            "file": self.path.as_ref().map(|p| p.display().to_string()),
+        });
+        let actor = crate::admin::audit::Actor::signal("SIGHUP");
+        let store = Arc::clone(&self.parts.store);
+        if let Err(e) =
+            crate::admin::audit::record(store.as_ref(), &actor, "reload", &args, &outcome)
+        {
+            tracing::warn!(error = %e, "the audit trail could not record this reload");
+        }
+    }
+
+    /// [`Reloader::reload`]'s work: what it did, for the audit record.
+    fn reread(&mut self) -> serde_json::Value {
         let Some(path) = &self.path else {
             tracing::info!("reload: no config file (sandbox default); nothing to read");
-            return;
+            return serde_json::json!({ "applied": [] });
         };
         let next = match Config::load(path) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "reload refused: the config file does not check; the running configuration stays");
-                return;
+                return serde_json::json!({ "refused": e.to_string() });
             }
         };
         match self.apply(&next) {
             Ok(applied) => {
                 let later = needs_restart(&self.started, &next);
-                let applied = match applied.is_empty() {
+                let shown = match applied.is_empty() {
                     true => "nothing changed".to_string(),
                     false => applied.join(", "),
                 };
-                tracing::info!(%applied, "reload: configuration re-read");
+                tracing::info!(applied = %shown, "reload: configuration re-read");
                 if !later.is_empty() {
                     tracing::warn!(keys = %later.join(", "), "reload: these changes take effect after a restart");
                 }
                 self.current = next;
+                serde_json::json!({ "applied": applied, "after_restart": later })
             }
             Err(e) => {
-                tracing::error!(error = %e, "reload refused; the running configuration stays")
+                tracing::error!(error = %e, "reload refused; the running configuration stays");
+                serde_json::json!({ "refused": e.to_string() })
             }
         }
     }
@@ -148,6 +168,7 @@ impl Reloader {
             schema_dir: _,
             accounting_types: _,
             receipt_retention: _,
+            audit_retention: _,
             // Applied: `oauth2::setup::build` reads every part of it.
             oauth2,
             accept,
@@ -246,6 +267,7 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
         accounting_types,
         delivery,
         receipt_retention,
+        audit_retention,
         // Applied by `apply`, but for turning the token endpoint on or off.
         oauth2,
         api_keys: _,
@@ -353,6 +375,10 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
     differs(
         "receipts.retention_days",
         old.receipt_retention != *receipt_retention,
+    );
+    differs(
+        "audit.retention_days",
+        old.audit_retention != *audit_retention,
     );
     keys
 }

@@ -186,6 +186,7 @@ impl Running {
                 );
             }
             writer.stop();
+            note(store.as_ref(), "stop");
             // Closed explicitly, whoever still holds it: a worker stuck on the platform or a
             // connection task finishing its answer gets "the queue is stopping" from now on.
             if let Err(e) = store.close() {
@@ -193,6 +194,20 @@ impl Running {
             }
         })
         .await;
+    }
+}
+
+/// D50: the service's own start and clean stop in the audit trail, in the name of the user
+/// it runs as. A failure is logged: it stops neither.
+fn note(store: &dyn Store, action: &str) {
+    let args = serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "pid": std::process::id(),
+    });
+    let actor = admin::audit::Actor::current();
+    let changed = serde_json::json!({});
+    if let Err(e) = admin::audit::record(store, &actor, action, &args, &changed) {
+        tracing::warn!(error = %e, action, "the audit trail could not record this");
     }
 }
 
@@ -282,6 +297,10 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .zip(oauth2.state.ring().cloned())
         .map(|(issuer, ring)| Arc::new(crate::http::oauth2::Endpoints::new(issuer, ring)));
     let store = open_store(config).await?;
+    {
+        let store = Arc::clone(&store);
+        let _ = tokio::task::spawn_blocking(move || note(store.as_ref(), "start")).await;
+    }
     let metrics = Arc::new(Metrics::default());
     let commits = Arc::clone(&metrics);
     let writer = Writer::start_observed(
@@ -336,6 +355,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let pruner = tokio::spawn(crate::queue::receipt::keep_pruned(
         Arc::clone(&store),
         config.receipt_retention,
+        config.audit_retention,
         until(&stop),
     ));
     let ops_addr = ops_listener.as_ref().map(|(_, a)| *a);
@@ -388,6 +408,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         oauth2: endpoints,
         oauth2_state: oauth2.state,
         stop: stop.clone(),
+        store: Arc::clone(&store),
     };
     Ok(Running {
         reloadable: Some(reloadable),

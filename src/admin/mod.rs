@@ -4,12 +4,14 @@
 //! the same commands run against the store in the data directory itself. The commands and
 //! answers cross the socket in their wire form, versioned ([`wire`]).
 
+pub mod audit;
 pub mod wire;
 
 use crate::config::Locations;
 use crate::delivery::Waker;
 use crate::queue::{self, Item, Mode, QueueKey, State, Store, StoreError};
 use crate::status::{self, Report, Source};
+use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
@@ -55,6 +57,21 @@ pub enum Request {
         /// The request id.
         request_id: String,
     },
+    /// The audit trail from a time on (D50).
+    Audit {
+        /// Unix ms.
+        since_ms: u64,
+    },
+    /// Adds an audit record of an action a command took outside the service (a backup),
+    /// in the name of whoever sent it (D50).
+    Note {
+        /// The action.
+        action: String,
+        /// Its arguments (a JSON object).
+        args: serde_json::Value,
+        /// What it changed (a JSON object).
+        changed: serde_json::Value,
+    },
 }
 
 /// The answer (one line of JSON, [`wire::Response`]).
@@ -74,6 +91,10 @@ pub enum Response {
     Dropped(bool),
     /// For `Receipts`.
     Receipts(Vec<crate::queue::receipt::Receipt>),
+    /// For `Audit`, oldest first.
+    Audit(Vec<crate::queue::audit::AuditRecord>),
+    /// For `Note`: recorded.
+    Noted,
     /// The command failed.
     Error(String),
 }
@@ -127,8 +148,55 @@ pub enum AdminError {
 /// `RUNTIME_DIRECTORY` to tell (`RuntimeDirectory=ap-intake`, D37).
 const PACKAGED_SOCKET: &str = "/run/ap-intake/admin.sock";
 
+/// The most audit records one `status audit` lists.
+const AUDIT_LISTED: usize = 100_000;
+
+/// Runs one command of `actor`'s against a store; what changes the queue is recorded in the
+/// audit trail (D50).
+pub fn execute(
+    store: &dyn Store,
+    data_dir: &Path,
+    source: Source,
+    req: &Request,
+    actor: &audit::Actor,
+) -> Response {
+    let response = run(store, data_dir, source, req, actor);
+    let noted = match (req, &response) {
+        (Request::Requeue { key }, Response::Requeued(n)) => {
+            Some(("requeue", json!({ "key": key }), json!({ "requeued": n })))
+        }
+        (Request::Drop { key }, Response::Dropped(done)) => {
+            Some(("drop", json!({ "key": key }), json!({ "dropped": done })))
+        }
+        (
+            Request::Note {
+                action,
+                args,
+                changed,
+            },
+            Response::Noted,
+        ) => Some((action.as_str(), args.clone(), changed.clone())),
+        _ => None,
+    };
+    let Some((action, args, changed)) = noted else {
+        return response;
+    };
+    match audit::record(store, actor, action, &args, &changed) {
+        Ok(()) => response,
+        Err(e) => Response::Error(format!(
+            "{action} done, but its audit record could not be written: {e}"
+        )),
+    }
+}
+
 /// Runs one command against a store.
-pub fn execute(store: &dyn Store, data_dir: &Path, source: Source, req: &Request) -> Response {
+fn run(
+    store: &dyn Store,
+    data_dir: &Path,
+    source: Source,
+    req: &Request,
+    actor: &audit::Actor,
+) -> Response {
     let result = match req {
         Request::Status => status::build(store, data_dir, source).map(Response::Status),
         Request::Keys {
@@ -166,11 +234,17 @@ pub fn execute(store: &dyn Store, data_dir: &Path, source: Source, req: &Request
             Err(e) => Ok(Response::Error(e.to_string())),
         },
         Request::RequeueAll { state } => store.keys(*state, None).and_then(|keys| {
-            let mut n = 0;
+            let mut back = Vec::new();
             for k in keys {
-                n += usize::from(store.requeue(&k)?);
+                if store.requeue(&k)? {
+                    back.push(k.to_string());
+                }
             }
-            Ok(Response::Requeued(n))
+            // Recorded here, where the keys are known (D50).
+            let args = json!({ "state": state.name(), "all": true });
+            let changed = audit::keys(&back);
+            let n = back.len();
+            audit::record(store, actor, "requeue", &args, &changed).map(|()| Response::Requeued(n))
         }),
         Request::Drop { key } => match QueueKey::parse(key) {
             Ok(k) => store.discard(&k).map(Response::Dropped),
@@ -179,6 +253,10 @@ pub fn execute(store: &dyn Store, data_dir: &Path, source: Source, req: &Request
         Request::Receipts { request_id } => {
             store.receipts(request_id, None).map(Response::Receipts)
         }
+        Request::Audit { since_ms } => store
+            .audit_trail(*since_ms, AUDIT_LISTED)
+            .map(Response::Audit),
+        Request::Note { .. } => Ok(Response::Noted),
     };
     result.unwrap_or_else(|e: StoreError| Response::Error(e.to_string()))
 }
@@ -209,6 +287,7 @@ pub fn query(at: &Locations, req: &Request) -> Result<Response, AdminError> {
             &at.data_dir,
             Source::DataDirectory,
             req,
+            &audit::Actor::current(),
         )),
         Err(StoreError::Missing(_)) => Err(AdminError::NoQueue(at.data_dir.clone())),
         Err(e) => Err(AdminError::Unreachable {
@@ -285,6 +364,14 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let (store, data_dir, waker) = (Arc::clone(&store), data_dir.clone(), waker.clone());
+        // D50: the peer's Unix user, as the kernel says (SO_PEERCRED), never as it claims.
+        let actor = match stream.peer_cred() {
+            Ok(cred) => audit::Actor::user(cred.uid()),
+            Err(e) => {
+                tracing::warn!(error = %e, "admin socket peer has no credentials; refused");
+                continue;
+            }
+        };
         tokio::spawn(async move {
             let (read, mut write) = stream.into_split();
             let mut line = String::new();
@@ -299,7 +386,7 @@ pub async fn serve(
             let response = match received {
                 Ok(req) => tokio::task::spawn_blocking(move || {
                     let req = Request::from(req.message);
-                    let r = execute(store.as_ref(), &data_dir, Source::Service, &req);
+                    let r = execute(store.as_ref(), &data_dir, Source::Service, &req, &actor);
                     if matches!(r, Response::Requeued(n) if n > 0) {
                         waker.wake();
                     }

@@ -60,6 +60,20 @@ pub enum Request {
         /// The request id.
         request_id: String,
     },
+    /// The audit trail from a time on (D50).
+    Audit {
+        /// Unix ms.
+        since_ms: u64,
+    },
+    /// Adds an audit record in the sender's name (D50).
+    Note {
+        /// The action.
+        action: String,
+        /// Its arguments.
+        args: Value,
+        /// What it changed.
+        changed: Value,
+    },
 }
 
 /// An answer: an object with one member named after its kind (besides `version`).
@@ -80,6 +94,10 @@ pub enum Response {
     Dropped(bool),
     /// A request id's receipts.
     Receipts(Vec<Receipt>),
+    /// The audit trail (D50), oldest first.
+    Audit(Vec<super::audit::Entry>),
+    /// An audit record was added.
+    Noted,
     /// The command failed.
     Error(String),
 }
@@ -265,6 +283,18 @@ impl From<&super::Request> for Request {
             R::Receipts { request_id } => Self::Receipts {
                 request_id: request_id.clone(),
             },
+            R::Audit { since_ms } => Self::Audit {
+                since_ms: *since_ms,
+            },
+            R::Note {
+                action,
+                args,
+                changed,
+            } => Self::Note {
+                action: action.clone(),
+                args: args.clone(),
+                changed: changed.clone(),
+            },
         }
     }
 }
@@ -284,6 +314,16 @@ impl From<Request> for super::Request {
             },
             Request::Drop { key } => Self::Drop { key },
             Request::Receipts { request_id } => Self::Receipts { request_id },
+            Request::Audit { since_ms } => Self::Audit { since_ms },
+            Request::Note {
+                action,
+                args,
+                changed,
+            } => Self::Note {
+                action,
+                args,
+                changed,
+            },
         }
     }
 }
@@ -299,6 +339,8 @@ impl From<&super::Response> for Response {
             R::Requeued(n) => Self::Requeued(u64::try_from(*n).unwrap_or(u64::MAX)),
             R::Dropped(done) => Self::Dropped(*done),
             R::Receipts(receipts) => Self::Receipts(receipts.iter().map(Receipt::from).collect()),
+            R::Audit(records) => Self::Audit(records.iter().map(Into::into).collect()),
+            R::Noted => Self::Noted,
             R::Error(e) => Self::Error(e.clone()),
         }
     }
@@ -316,6 +358,8 @@ impl From<Response> for super::Response {
             Response::Receipts(receipts) => {
                 Self::Receipts(receipts.into_iter().map(Into::into).collect())
             }
+            Response::Audit(entries) => Self::Audit(entries.into_iter().map(Into::into).collect()),
+            Response::Noted => Self::Noted,
             Response::Error(e) => Self::Error(e),
         }
     }

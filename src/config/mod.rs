@@ -100,6 +100,8 @@ pub struct RawConfig {
     log: RawLog,
     #[serde(default)]
     receipts: RawReceipts,
+    #[serde(default)]
+    audit: RawAudit,
     oauth2: Option<oauth2::RawOAuth2>,
     #[serde(default)]
     auth: oauth2::RawAuth,
@@ -110,6 +112,17 @@ pub struct RawConfig {
 struct RawReceipts {
     retention_days: Option<u32>,
 }
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAudit {
+    retention_days: Option<u32>,
+}
+
+/// How long audit records are kept by default (D50).
+pub const DEFAULT_AUDIT_DAYS: u32 = 365;
+/// The longest: ten years, for a risk team that keeps them that long.
+const MAX_AUDIT_DAYS: u32 = 3660;
 
 /// How long receipts are kept by default (D38).
 pub const DEFAULT_RECEIPT_DAYS: u32 = 7;
@@ -181,6 +194,8 @@ pub struct Config {
     /// How long receipts of requests are kept (`[receipts] retention_days`, D38); zero
     /// keeps none.
     pub receipt_retention: Duration,
+    /// How long audit records are kept (`[audit] retention_days`, D50); at least a day.
+    pub audit_retention: Duration,
     /// OAuth 2.0 (D47): the service's own tokens and the customer's provider's.
     pub oauth2: Option<OAuth2Server>,
     /// What authenticates a request (`[auth] accept`, D47).
@@ -219,6 +234,7 @@ impl Config {
             platform: None,
             delivery: Delivery::default(),
             receipt_retention: days(DEFAULT_RECEIPT_DAYS),
+            audit_retention: days(DEFAULT_AUDIT_DAYS),
             oauth2: None,
             accept: Accept {
                 api_key: true,
@@ -417,8 +433,16 @@ impl RawConfig {
                 format!("{retention_days} is more than {MAX_RECEIPT_DAYS} days"),
             ));
         }
+        let audit_days = self.audit.retention_days.unwrap_or(DEFAULT_AUDIT_DAYS);
+        if !(1..=MAX_AUDIT_DAYS).contains(&audit_days) {
+            return Err(invalid(
+                "audit.retention_days",
+                format!("{audit_days} is not from 1 to {MAX_AUDIT_DAYS} days"),
+            ));
+        }
         Ok(Config {
             receipt_retention: days(retention_days),
+            audit_retention: days(audit_days),
             sandbox,
             server,
             admin,
@@ -529,6 +553,7 @@ mod tests {
         );
         assert_eq!((e.max_files, e.requests), (c.max_files, c.requests));
         assert_eq!(example.receipt_retention, code.receipt_retention);
+        assert_eq!(example.audit_retention, code.audit_retention);
     }
 
     #[test]

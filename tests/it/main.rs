@@ -14,6 +14,7 @@
 mod common;
 
 mod alerts;
+mod audit;
 mod batches;
 mod binary;
 mod cli;

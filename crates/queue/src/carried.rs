@@ -74,6 +74,8 @@ pub struct Export {
     pub receipts: Vec<ExportedReceipt>,
     /// The settled versions the receipts refer to.
     pub settled: Vec<ExportedSettled>,
+    /// The audit trail (D50), carried whole.
+    pub audit: Vec<crate::audit::AuditRecord>,
 }
 
 /// What a move did.

@@ -25,6 +25,7 @@
     )
 )]
 
+pub mod audit;
 mod batch;
 pub mod carried;
 pub mod codes;
@@ -467,6 +468,20 @@ pub trait Store: Send + Sync + 'static {
     /// after the cursor, oldest first ([`feed::merge`]). `None` when the cursor is not one
     /// this engine writes (the other engine's, after a move).
     fn outcomes(&self, request: &feed::Request<'_>) -> Result<Option<feed::Page>, StoreError>;
+
+    /// Adds a record to the audit trail (D50); one with an id the trail has is added once.
+    fn audit(&self, record: &audit::AuditRecord) -> Result<(), StoreError>;
+
+    /// The audit trail from `since_ms` on, oldest first, at most `limit` records.
+    fn audit_trail(
+        &self,
+        since_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<audit::AuditRecord>, StoreError>;
+
+    /// One step of removing audit records made before `before_ms`, oldest first (at most
+    /// [`audit::PRUNE_STEP`]); how many went, 0 when none is left.
+    fn prune_audit(&self, before_ms: u64) -> Result<usize, StoreError>;
 
     /// The nodes sharing this queue (D39): every running process, and those gone without a
     /// clean stop until they are pruned (D41); none for a store only one service uses.

@@ -87,17 +87,31 @@ pub fn prune(store: &dyn super::Store, before_ms: u64) -> Result<usize, super::S
     }
 }
 
+/// Forgets audit records made before `before_ms`, step by step; how many went.
+pub fn prune_audit(store: &dyn super::Store, before_ms: u64) -> Result<usize, super::StoreError> {
+    let mut total = 0;
+    loop {
+        match store.prune_audit(before_ms)? {
+            0 => return Ok(total),
+            n => total += n,
+        }
+    }
+}
+
 /// How often receipts past their retention are removed (and once at start).
 const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// Removes receipts older than `retention` at start and then every hour, until `stop`
-/// resolves. With a zero retention nothing is kept, so everything is removed.
+/// Removes receipts (and the outcome feed) older than `retention` and audit records older
+/// than `audit_retention` (D50) at start and then every hour, until `stop` resolves. With a
+/// zero retention no receipt is kept, so every one is removed.
 pub async fn keep_pruned(
     store: Arc<dyn super::Store>,
     retention: std::time::Duration,
+    audit_retention: std::time::Duration,
     stop: impl std::future::Future<Output = ()>,
 ) {
     let retention_ms = u64::try_from(retention.as_millis()).unwrap_or(u64::MAX);
+    let audit_ms = u64::try_from(audit_retention.as_millis()).unwrap_or(u64::MAX);
     let mut ticks = tokio::time::interval(PRUNE_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(stop);
@@ -107,6 +121,17 @@ pub async fn keep_pruned(
             () = &mut stop => return,
         }
         let before = super::now_ms().saturating_sub(retention_ms);
+        let audit_before = super::now_ms().saturating_sub(audit_ms);
+        let s = Arc::clone(&store);
+        let audit = tokio::task::spawn_blocking(move || prune_audit(&*s, audit_before)).await;
+        match audit {
+            Ok(Ok(0)) => {}
+            Ok(Ok(rows)) => tracing::info!(rows, "audit records past their retention removed"),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "audit records past their retention could not be removed; trying again in an hour")
+            }
+            Err(e) => tracing::error!(error = %e, "the audit pruning task failed"),
+        }
         let s = Arc::clone(&store);
         match tokio::task::spawn_blocking(move || prune(&*s, before)).await {
             Ok(Ok(0)) => {}

@@ -6,6 +6,7 @@ use ap_intake::queue::{
 };
 use std::path::Path;
 
+mod audit;
 mod batches;
 mod contract;
 mod damaged;

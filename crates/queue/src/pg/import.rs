@@ -35,6 +35,9 @@ impl PostgresStore {
                 )?;
             }
             let receipts = receipts(tx, export)?;
+            for record in &export.audit {
+                super::audit::add(tx, record)?;
+            }
             let keys: Vec<&[u8]> = export.items.iter().map(|i| i.key.as_slice()).collect();
             let present: i64 = tx
                 .query_one("SELECT count(*) FROM item WHERE key = ANY($1)", &[&keys])?

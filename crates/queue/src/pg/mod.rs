@@ -30,6 +30,8 @@
 //!   reason text, at bigint);                        -- the feed (D48, outcomes.rs); INDEX
 //!                                                   -- (client, state, tx, seq); a trigger
 //!                                                   -- notes a replaced version superseded
+//! CREATE TABLE audit (n bigserial PRIMARY KEY, id text UNIQUE, at bigint, actor text,
+//!   uid bigint, action text, args text, changed text);  -- the audit trail (D50, audit.rs)
 //! ```
 //!
 //! Leases (D39): a lane takes its next batch with `FOR UPDATE SKIP LOCKED` and marks it
@@ -44,6 +46,7 @@
 //! (two on one host, cloned machines) never take or renew each other's leases. A store
 //! dropped cleanly releases its leases and its row; one killed leaves them to lapse.
 
+mod audit;
 mod fault;
 mod import;
 mod instance;
@@ -63,11 +66,15 @@ use std::time::Duration;
 /// The schema this version reads and writes.
 const SCHEMA_VERSION: i64 = 3;
 
-/// Each migration brings the schema from the version before it to its own.
+/// Each migration brings the schema from the version before it to its own (a version's
+/// parts in order, all in the one transaction of [`migrate`]).
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("schema_v1.sql")),
     (2, include_str!("schema_v2.sql")), // leases by instance, not by name (D41)
-    (3, outcomes::SCHEMA_V3),           // origins and the outcome feed (D48)
+    // Schema 3 in two parts, one transaction: origins and the outcome feed (D48), the
+    // audit trail (D50).
+    (3, outcomes::SCHEMA_V3),
+    (3, audit::SCHEMA_V3),
 ];
 
 /// Serialises schema changes among nodes starting at once (`pg_advisory_xact_lock`).

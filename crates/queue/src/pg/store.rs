@@ -1,6 +1,6 @@
 //! The [`Store`] trait on [`PostgresStore`].
 
-use super::{PostgresStore, instance, outcomes, read, write};
+use super::{PostgresStore, audit, instance, outcomes, read, write};
 use crate::receipt::Receipt;
 use crate::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
 use postgres::{Client, Transaction};
@@ -151,6 +151,22 @@ impl Store for PostgresStore {
         request: &crate::feed::Request<'_>,
     ) -> Result<Option<crate::feed::Page>, StoreError> {
         self.with(|c| outcomes::page(c, request))
+    }
+
+    fn audit(&self, record: &crate::audit::AuditRecord) -> Result<(), StoreError> {
+        self.with(|c| audit::add(c, record))
+    }
+
+    fn audit_trail(
+        &self,
+        since_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::audit::AuditRecord>, StoreError> {
+        self.with(|c| audit::trail(c, since_ms, limit))
+    }
+
+    fn prune_audit(&self, before_ms: u64) -> Result<usize, StoreError> {
+        self.tx(|tx| audit::prune_step(tx, before_ms))
     }
 
     fn halt(&self) -> Option<crate::Halt> {

@@ -171,7 +171,9 @@ fn everything(conn: &Connection) -> rusqlite::Result<Export> {
             })
         })?
         .collect::<Result<_, _>>()?;
+    let audit = super::audit::trail(conn, 0, usize::MAX)?;
     Ok(Export {
+        audit,
         items,
         backoffs,
         receipts,

@@ -50,6 +50,9 @@
 //! -- The outcome feed (D48, sqlite/outcomes.rs), pruned with the receipts:
 //! CREATE TABLE outcome (seq INTEGER PRIMARY KEY AUTOINCREMENT, client, state, interface,
 //!                       request_id, idx, key, reason, at);  -- INDEX (client, state, seq)
+//! -- The audit trail (D50, sqlite/audit.rs), pruned after [audit] retention_days:
+//! CREATE TABLE audit (n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE, at, actor, uid,
+//!                     action, args, changed);
 //! ```
 //!
 //! One writer connection (behind a mutex) runs every change as one transaction; the intake's
@@ -67,6 +70,7 @@
 //! because SQLite's last close checkpoints and removes the WAL, which may then hold the only
 //! copy of pages the kernel dropped (`super::halt`).
 
+mod audit;
 pub mod backup;
 mod check;
 mod checkpoint;

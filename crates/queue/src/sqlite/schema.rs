@@ -1,7 +1,7 @@
 //! Making the queue's tables (the schema is described in `mod.rs`), and bringing an older
 //! queue up to date.
 
-use super::{APPLICATION_ID, SCHEMA_VERSION, migrate, outcomes, receipts};
+use super::{APPLICATION_ID, SCHEMA_VERSION, audit, migrate, outcomes, receipts};
 use rusqlite::Connection;
 
 /// The item table's columns (also made by the upgrade from schema 1).
@@ -25,6 +25,7 @@ pub(super) fn create(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     ))?;
     tx.execute_batch(receipts::SCHEMA)?;
     tx.execute_batch(outcomes::SCHEMA_V3)?;
+    tx.execute_batch(audit::SCHEMA_V3)?;
     tx.execute_batch(&format!(
         "CREATE TABLE counter (interface TEXT, kind TEXT, n INTEGER NOT NULL,
            PRIMARY KEY (interface, kind)) WITHOUT ROWID;
@@ -59,6 +60,7 @@ pub(super) fn upgrade(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     if version < SCHEMA_VERSION {
         let tx = conn.transaction()?;
         tx.execute_batch(outcomes::SCHEMA_V3)?;
+        tx.execute_batch(audit::SCHEMA_V3)?;
         tx.execute_batch(&format!("PRAGMA user_version={SCHEMA_VERSION};"))?;
         tx.commit()?;
     }

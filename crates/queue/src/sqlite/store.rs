@@ -2,7 +2,7 @@
 //! writer, unreadable rows quarantined where they are met (D29).
 
 use super::read::{self, Unreadable};
-use super::{SqliteStore, outcomes, receipts, write};
+use super::{SqliteStore, audit, outcomes, receipts, write};
 use crate::receipt::Receipt;
 use crate::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
 
@@ -137,6 +137,24 @@ impl Store for SqliteStore {
         request: &crate::feed::Request<'_>,
     ) -> Result<Option<crate::feed::Page>, StoreError> {
         self.read(|c| outcomes::page(c, request))
+    }
+
+    fn audit(&self, record: &crate::audit::AuditRecord) -> Result<(), StoreError> {
+        // An operator's action is recorded even when the disk is nearly full (D30 refuses
+        // intake, not the record of what an admin did about it).
+        self.write(false, |tx, _| audit::add(tx, record))
+    }
+
+    fn audit_trail(
+        &self,
+        since_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::audit::AuditRecord>, StoreError> {
+        self.read(|c| audit::trail(c, since_ms, limit))
+    }
+
+    fn prune_audit(&self, before_ms: u64) -> Result<usize, StoreError> {
+        self.write(false, |tx, _| audit::prune_step(tx, before_ms))
     }
 
     fn halt(&self) -> Option<crate::Halt> {
