@@ -329,10 +329,16 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
         "storage",
         old.data_dir != *data_dir || old.storage != *storage,
     );
-    let Admin { listen, socket } = admin;
+    let Admin {
+        listen,
+        socket,
+        socket_group,
+    } = admin;
     differs(
         "admin",
-        old.admin.listen != *listen || old.admin.socket != *socket,
+        old.admin.listen != *listen
+            || old.admin.socket != *socket
+            || old.admin.socket_group != *socket_group,
     );
     differs(
         "limits",

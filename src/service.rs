@@ -334,9 +334,11 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         async move { stop.signalled().await }
     };
     let socket = config.admin.socket.clone();
-    let admin_listener = admin::bind(&socket).map_err(|source| StartError::AdminSocket {
-        path: socket.clone(),
-        source,
+    let admin_listener = admin::bind(&socket, config.admin.socket_group).map_err(|source| {
+        StartError::AdminSocket {
+            path: socket.clone(),
+            source,
+        }
     })?;
     let admin = tokio::spawn(admin::serve(
         admin_listener,

@@ -327,9 +327,9 @@ fn ask(socket: &Path, req: &Request) -> Result<Response, Unanswered> {
     }
 }
 
-/// Creates the admin socket at `path`, owner-only (before anything listens, so a socket that
-/// cannot be created stops start-up).
-pub fn bind(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
+/// Creates the admin socket at `path`, owner-only, or with `group` for the group's members
+/// too (before anything listens, so a socket that cannot be created stops start-up).
+pub fn bind(path: &Path, group: Option<u32>) -> std::io::Result<tokio::net::UnixListener> {
     // The queue is open, and the store admits one service at a time: a socket left here by
     // a service that stopped without cleaning up is stale.
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -338,6 +338,10 @@ pub fn bind(path: &Path) -> std::io::Result<tokio::net::UnixListener> {
     let _ = std::fs::remove_file(path);
     let listener = tokio::net::UnixListener::bind(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    if let Some(gid) = group {
+        std::os::unix::fs::chown(path, None, Some(gid))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+    }
     Ok(listener)
 }
 

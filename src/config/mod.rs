@@ -221,6 +221,7 @@ impl Config {
             admin: Admin {
                 listen: Some(SocketAddr::from(([127, 0, 0, 1], 9090))),
                 socket: server::default_socket(Path::new("ap-intake-data")),
+                socket_group: None,
             },
             log: Log::default(),
             data_dir: PathBuf::from("ap-intake-data"),
@@ -577,6 +578,13 @@ mod tests {
         assert!(e.contains("api_keys"), "{e}");
         let e = parse(&format!("[server]\nplain_http = true\n{KEY}")).unwrap_err();
         assert!(e.contains("platform.url"), "{e}");
+        let e =
+            parse("sandbox = true\n[admin]\nsocket_group = \"no-such-group-here\"\n").unwrap_err();
+        assert!(e.contains("admin.socket_group"), "{e}");
+        let e = parse("sandbox = true\n[audit]\nretention_days = 0\n").unwrap_err();
+        assert!(e.contains("audit.retention_days"), "{e}");
+        let c = parse("sandbox = true\n[admin]\nsocket_group = \"0\"\n").unwrap();
+        assert_eq!(c.admin.socket_group, Some(0));
     }
 
     #[test]

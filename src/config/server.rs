@@ -198,6 +198,7 @@ fn per_ip(v: Option<usize>, max_connections: usize) -> Result<usize, KeyError> {
 pub(super) struct RawAdmin {
     listen: Option<String>,
     socket: Option<PathBuf>,
+    socket_group: Option<String>,
 }
 
 /// `[admin]`: the operator's HTTP listener (`/healthz`, `/readyz`, `/metrics`) and the
@@ -208,6 +209,9 @@ pub struct Admin {
     pub listen: Option<SocketAddr>,
     /// The admin socket.
     pub socket: PathBuf,
+    /// The group (gid) whose members may use the socket besides its owner (mode 0660), each
+    /// named in the audit trail as themselves (D50); owner only (0600) when `None`.
+    pub socket_group: Option<u32>,
 }
 
 /// The admin socket when `[admin] socket` is not set (D37): in the runtime directory systemd
@@ -240,7 +244,27 @@ impl RawAdmin {
                 ("listen", format!("{s:?} is not an address and port such as \"127.0.0.1:9090\" (\"\" disables it)"))
             })?),
         };
-        Ok(Admin { listen, socket })
+        let socket_group = match self.socket_group.as_deref() {
+            None => None,
+            Some(name) => Some(
+                uzers::get_group_by_name(name)
+                    .map(|g| g.gid())
+                    .or_else(|| name.parse().ok())
+                    .ok_or_else(|| {
+                        (
+                            "socket_group",
+                            format!(
+                                "{name:?} is no group on this machine (groupadd it, or give a gid)"
+                            ),
+                        )
+                    })?,
+            ),
+        };
+        Ok(Admin {
+            listen,
+            socket,
+            socket_group,
+        })
     }
 }
 

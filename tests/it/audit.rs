@@ -18,8 +18,10 @@ use std::path::Path;
 use std::process::Command;
 
 const GL: &str = "/general-ledger-codes/v1";
-/// The second Unix user the tests create.
+/// The second Unix user the tests create, a member of [`OPERATORS`].
 const SECOND_USER: &str = "apintake-audit";
+/// The group whose members may use the admin socket (`[admin] socket_group`).
+const OPERATORS: &str = "apintake-ops";
 
 /// `status audit --json <args>` on `setup`: the records.
 fn trail(setup: &Setup, args: &[&str]) -> Vec<Value> {
@@ -68,6 +70,14 @@ fn second_user() -> Option<u32> {
             "useradd {SECOND_USER}"
         );
     }
+    let _ = Command::new("groupadd")
+        .args(["--system", OPERATORS])
+        .status();
+    let joined = Command::new("usermod")
+        .args(["--append", "--groups", OPERATORS, SECOND_USER])
+        .status()
+        .unwrap();
+    assert!(joined.success(), "usermod: {SECOND_USER} into {OPERATORS}");
     id("-u")
 }
 
@@ -80,10 +90,10 @@ fn uzers_uid() -> u32 {
         .unwrap()
 }
 
-/// Lets every user reach `path` and what is under it (the admin socket, the config): what an
-/// admin does with a group for the operators, here wide open inside a temp dir.
+/// Lets every user reach `path` through the temp dirs above it (the socket itself is the
+/// operators' group's, by `[admin] socket_group`).
 fn open_up(path: &Path) {
-    let mut p = Some(path);
+    let mut p = path.parent();
     while let Some(dir) = p {
         if dir.starts_with(std::env::temp_dir()) && dir != std::env::temp_dir() {
             let mode = std::fs::metadata(dir).unwrap().permissions().mode();
@@ -108,6 +118,11 @@ fn d50_commands_through_the_admin_socket_name_the_peer_unix_user() {
         }
     });
     let setup = Setup::new("", &platform.url());
+    let text = std::fs::read_to_string(&setup.config).unwrap().replace(
+        "[admin]\n",
+        &format!("[admin]\nsocket_group = \"{OPERATORS}\"\n"),
+    );
+    std::fs::write(&setup.config, text).unwrap();
     let mut service = setup.serve();
     let sent = service.post_records(GL, &[gl("BAD1"), gl("BAD2")], Some(KEY));
     assert_eq!(sent.status, 202, "{}", sent.text);
@@ -115,15 +130,20 @@ fn d50_commands_through_the_admin_socket_name_the_peer_unix_user() {
         common::setup::count(r, "general-ledger-codes-v1", "rejected") == 2
     });
     let socket = setup.data_dir().join("admin.sock");
-    open_up(&setup.config);
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    open_up(&socket);
     std::fs::set_permissions(&setup.config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+    assert_eq!(
+        mode & 0o777,
+        0o660,
+        "the operators' group may use the socket, no one else"
+    );
     let as_second = |args: &[&str]| {
         let out = Command::new("setpriv")
             .args([
                 &format!("--reuid={uid}"),
-                &format!("--regid={uid}"),
-                "--clear-groups",
+                "--regid=nogroup",
+                "--init-groups",
             ])
             .arg(bin().get_program())
             .args(args)
