@@ -65,6 +65,32 @@ pub enum Command {
         #[command(subcommand)]
         what: Option<StatusWhat>,
     },
+    /// Queue again the last delivered version of keys delivered in a window of time, for when
+    /// the platform lost what it had taken (D49; needs [retention] delivered_days). A key with
+    /// a newer version pending or parked is left alone; each replayed key is delivered once
+    /// more, in the usual order. Works with the service running or stopped; prints what it
+    /// queued, and how many named keys it could not replay.
+    Replay {
+        /// The service's config file (for its data directory); the sandbox default without.
+        #[arg(long, short, value_name = "FILE", env = "AP_INTAKE_CONFIG")]
+        config: Option<PathBuf>,
+        /// Delivered at or after: RFC 3339 (2026-11-01T08:00:00Z, or a date) or a span back
+        /// from now (2d, 6h).
+        #[arg(long, value_name = "TIME")]
+        since: String,
+        /// Delivered before (the same forms); now when omitted.
+        #[arg(long, value_name = "TIME")]
+        until: Option<String>,
+        /// Only this interface (its path, e.g. /general-ledger-codes/v1).
+        #[arg(long, value_name = "PATH")]
+        interface: Option<String>,
+        /// Only this key (as `status` lists keys); repeat for more.
+        #[arg(long = "key", value_name = "KEY")]
+        keys: Vec<String>,
+        /// Say what would be queued; queue nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Put records the platform rejected, or that were quarantined, back in the queue, at
     /// the place they had.
     Requeue {

@@ -354,8 +354,19 @@ pub fn status_command(
     Ok(())
 }
 
+/// `ap-intake replay` (D49), through the running service or on the stopped store.
+pub fn replay_command(at: &Locations, asked: admin::replay::Asked) -> anyhow::Result<()> {
+    match admin::query(at, &Request::Replay(asked))? {
+        Response::Replayed(done) => {
+            out_raw!(done.render());
+            Ok(())
+        }
+        other => unexpected(other),
+    }
+}
+
 /// `--since`: an RFC 3339 time or date, or a span back from now (`7d`), as unix ms.
-fn since_ms(text: &str) -> anyhow::Result<u64> {
+pub fn since_ms(text: &str) -> anyhow::Result<u64> {
     let date = format!("{text}T00:00:00Z");
     let at = match humantime::parse_rfc3339_weak(text).or_else(|_| humantime::parse_rfc3339(&date))
     {
@@ -363,7 +374,7 @@ fn since_ms(text: &str) -> anyhow::Result<u64> {
         Err(_) => {
             let back = humantime::parse_duration(text).map_err(|_| {
                 anyhow::anyhow!(
-                    "--since {text:?} is neither a time (2026-11-01T00:00:00Z, 2026-11-01) nor \
+                    "{text:?} is neither a time (2026-11-01T00:00:00Z, 2026-11-01) nor \
                      a span back from now (7d, 24h)"
                 )
             })?;

@@ -228,6 +228,31 @@ fn operate(cli: Cli) -> anyhow::Result<()> {
                 other => unexpected(other),
             }
         }
+        Command::Replay {
+            config,
+            since,
+            until,
+            interface,
+            keys,
+            dry_run,
+        } => {
+            let at = Config::locations(config.as_deref())?;
+            let asked = ap_intake::admin::replay::Asked {
+                since_ms: commands::since_ms(&since).context("--since")?,
+                until_ms: until
+                    .as_deref()
+                    .map(commands::since_ms)
+                    .transpose()
+                    .context("--until")?,
+                interface: interface
+                    .as_deref()
+                    .map(|p| commands::interface(p).map(|i| i.id.to_string()))
+                    .transpose()?,
+                keys,
+                dry_run,
+            };
+            commands::replay_command(&at, asked)
+        }
         Command::Drop { config, key } => {
             let at = Config::locations(config.as_deref())?;
             match admin::query(&at, &Request::Drop { key })? {

@@ -169,6 +169,7 @@ impl Reloader {
             accounting_types: _,
             receipt_retention: _,
             audit_retention: _,
+            delivered_retention: _,
             // Applied: `oauth2::setup::build` reads every part of it.
             oauth2,
             accept,
@@ -268,6 +269,7 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
         delivery,
         receipt_retention,
         audit_retention,
+        delivered_retention,
         // Applied by `apply`, but for turning the token endpoint on or off.
         oauth2,
         api_keys: _,
@@ -385,6 +387,10 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<&'static str> {
     differs(
         "audit.retention_days",
         old.audit_retention != *audit_retention,
+    );
+    differs(
+        "retention.delivered_days",
+        old.delivered_retention != *delivered_retention,
     );
     keys
 }

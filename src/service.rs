@@ -297,6 +297,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .zip(oauth2.state.ring().cloned())
         .map(|(issuer, ring)| Arc::new(crate::http::oauth2::Endpoints::new(issuer, ring)));
     let store = open_store(config).await?;
+    store.keep_delivered(!config.delivered_retention.is_zero());
     {
         let store = Arc::clone(&store);
         let _ = tokio::task::spawn_blocking(move || note(store.as_ref(), "start")).await;
@@ -356,8 +357,11 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     }
     let pruner = tokio::spawn(crate::queue::receipt::keep_pruned(
         Arc::clone(&store),
-        config.receipt_retention,
-        config.audit_retention,
+        crate::queue::receipt::Retention {
+            receipts: config.receipt_retention,
+            audit: config.audit_retention,
+            delivered: config.delivered_retention,
+        },
         until(&stop),
     ));
     let ops_addr = ops_listener.as_ref().map(|(_, a)| *a);

@@ -5,6 +5,7 @@
 //! answers cross the socket in their wire form, versioned ([`wire`]).
 
 pub mod audit;
+pub mod replay;
 pub mod wire;
 
 use crate::config::Locations;
@@ -62,6 +63,8 @@ pub enum Request {
         /// Unix ms.
         since_ms: u64,
     },
+    /// Queue kept delivered versions again (D49).
+    Replay(replay::Asked),
     /// Adds an audit record of an action a command took outside the service (a backup),
     /// in the name of whoever sent it (D50).
     Note {
@@ -95,6 +98,8 @@ pub enum Response {
     Audit(Vec<crate::queue::audit::AuditRecord>),
     /// For `Note`: recorded.
     Noted,
+    /// For `Replay`.
+    Replayed(replay::Done),
     /// The command failed.
     Error(String),
 }
@@ -176,6 +181,11 @@ pub fn execute(
             },
             Response::Noted,
         ) => Some((action.as_str(), args.clone(), changed.clone())),
+        (Request::Replay(asked), Response::Replayed(done)) if !done.dry_run => Some((
+            "replay",
+            serde_json::to_value(asked).unwrap_or_default(),
+            done.changed(),
+        )),
         _ => None,
     };
     let Some((action, args, changed)) = noted else {
@@ -257,6 +267,12 @@ fn run(
             .audit_trail(*since_ms, AUDIT_LISTED)
             .map(Response::Audit),
         Request::Note { .. } => Ok(Response::Noted),
+        Request::Replay(asked) => match asked.window() {
+            Ok(window) => store
+                .replay(&window, asked.dry_run)
+                .map(|r| Response::Replayed(replay::Done::of(&r, asked.dry_run))),
+            Err(e) => Ok(Response::Error(e)),
+        },
     };
     result.unwrap_or_else(|e: StoreError| Response::Error(e.to_string()))
 }
@@ -391,7 +407,12 @@ pub async fn serve(
                 Ok(req) => tokio::task::spawn_blocking(move || {
                     let req = Request::from(req.message);
                     let r = execute(store.as_ref(), &data_dir, Source::Service, &req, &actor);
-                    if matches!(r, Response::Requeued(n) if n > 0) {
+                    let queued = match &r {
+                        Response::Requeued(n) => *n > 0,
+                        Response::Replayed(d) => !d.queued.is_empty() && !d.dry_run,
+                        _ => false,
+                    };
+                    if queued {
                         waker.wake();
                     }
                     r

@@ -65,6 +65,8 @@ pub enum Request {
         /// Unix ms.
         since_ms: u64,
     },
+    /// Queue kept delivered versions again (D49).
+    Replay(super::replay::Asked),
     /// Adds an audit record in the sender's name (D50).
     Note {
         /// The action.
@@ -98,6 +100,8 @@ pub enum Response {
     Audit(Vec<super::audit::Entry>),
     /// An audit record was added.
     Noted,
+    /// What a replay did (D49).
+    Replayed(super::replay::Done),
     /// The command failed.
     Error(String),
 }
@@ -286,6 +290,7 @@ impl From<&super::Request> for Request {
             R::Audit { since_ms } => Self::Audit {
                 since_ms: *since_ms,
             },
+            R::Replay(asked) => Self::Replay(asked.clone()),
             R::Note {
                 action,
                 args,
@@ -315,6 +320,7 @@ impl From<Request> for super::Request {
             Request::Drop { key } => Self::Drop { key },
             Request::Receipts { request_id } => Self::Receipts { request_id },
             Request::Audit { since_ms } => Self::Audit { since_ms },
+            Request::Replay(asked) => Self::Replay(asked),
             Request::Note {
                 action,
                 args,
@@ -341,6 +347,7 @@ impl From<&super::Response> for Response {
             R::Receipts(receipts) => Self::Receipts(receipts.iter().map(Receipt::from).collect()),
             R::Audit(records) => Self::Audit(records.iter().map(Into::into).collect()),
             R::Noted => Self::Noted,
+            R::Replayed(done) => Self::Replayed(done.clone()),
             R::Error(e) => Self::Error(e.clone()),
         }
     }
@@ -360,6 +367,7 @@ impl From<Response> for super::Response {
             }
             Response::Audit(entries) => Self::Audit(entries.into_iter().map(Into::into).collect()),
             Response::Noted => Self::Noted,
+            Response::Replayed(done) => Self::Replayed(done),
             Response::Error(e) => Self::Error(e),
         }
     }

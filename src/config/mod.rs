@@ -102,6 +102,8 @@ pub struct RawConfig {
     receipts: RawReceipts,
     #[serde(default)]
     audit: RawAudit,
+    #[serde(default)]
+    retention: RawRetention,
     oauth2: Option<oauth2::RawOAuth2>,
     #[serde(default)]
     auth: oauth2::RawAuth,
@@ -118,6 +120,15 @@ struct RawReceipts {
 struct RawAudit {
     retention_days: Option<u32>,
 }
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetention {
+    delivered_days: Option<u32>,
+}
+
+/// The longest the delivered XML is kept for a replay (D49).
+const MAX_DELIVERED_DAYS: u32 = 366;
 
 /// How long audit records are kept by default (D50).
 pub const DEFAULT_AUDIT_DAYS: u32 = 365;
@@ -196,6 +207,9 @@ pub struct Config {
     pub receipt_retention: Duration,
     /// How long audit records are kept (`[audit] retention_days`, D50); at least a day.
     pub audit_retention: Duration,
+    /// How long each key's last delivered XML is kept for a replay (`[retention]
+    /// delivered_days`, D49); zero keeps none.
+    pub delivered_retention: Duration,
     /// OAuth 2.0 (D47): the service's own tokens and the customer's provider's.
     pub oauth2: Option<OAuth2Server>,
     /// What authenticates a request (`[auth] accept`, D47).
@@ -236,6 +250,7 @@ impl Config {
             delivery: Delivery::default(),
             receipt_retention: days(DEFAULT_RECEIPT_DAYS),
             audit_retention: days(DEFAULT_AUDIT_DAYS),
+            delivered_retention: Duration::ZERO,
             oauth2: None,
             accept: Accept {
                 api_key: true,
@@ -441,9 +456,17 @@ impl RawConfig {
                 format!("{audit_days} is not from 1 to {MAX_AUDIT_DAYS} days"),
             ));
         }
+        let delivered_days = self.retention.delivered_days.unwrap_or(0);
+        if delivered_days > MAX_DELIVERED_DAYS {
+            return Err(invalid(
+                "retention.delivered_days",
+                format!("{delivered_days} is more than {MAX_DELIVERED_DAYS} days"),
+            ));
+        }
         Ok(Config {
             receipt_retention: days(retention_days),
             audit_retention: days(audit_days),
+            delivered_retention: days(delivered_days),
             sandbox,
             server,
             admin,
@@ -555,6 +578,7 @@ mod tests {
         assert_eq!((e.max_files, e.requests), (c.max_files, c.requests));
         assert_eq!(example.receipt_retention, code.receipt_retention);
         assert_eq!(example.audit_retention, code.audit_retention);
+        assert_eq!(example.delivered_retention, code.delivered_retention);
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct Report {
     /// Node names that two or more live processes carry (D41), in order: their leases stay
     /// apart, but status and logs cannot tell them apart by name.
     pub duplicate_node_names: Vec<String>,
+    /// What is kept of delivered versions for a replay (D49): keys, and bytes of XML.
+    pub kept: crate::queue::replay::KeptSize,
 }
 
 /// One interface's line.
@@ -123,6 +125,7 @@ pub fn build(store: &dyn Store, data_dir: &Path, source: Source) -> Result<Repor
         sandbox_sink: sink_report(data_dir),
         duplicate_node_names: shared_names(&nodes),
         nodes,
+        kept: store.kept_size()?,
     })
 }
 

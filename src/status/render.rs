@@ -53,6 +53,13 @@ fn nodes(out: &mut String, r: &Report) {
             n.leases
         );
     }
+    if r.kept.keys > 0 {
+        let _ = writeln!(
+            out,
+            "kept for replay: the last delivered version of {} keys, {} bytes of XML (D49)",
+            r.kept.keys, r.kept.bytes
+        );
+    }
     for name in &r.duplicate_node_names {
         let count = r.nodes.iter().filter(|n| n.live && &n.name == name).count();
         let _ = writeln!(
@@ -259,6 +266,7 @@ mod tests {
             sandbox_sink: None,
             nodes: Vec::new(),
             duplicate_node_names: Vec::new(),
+            kept: Default::default(),
         }
     }
 

@@ -39,6 +39,16 @@ pub struct Report {
     /// Node names two or more live processes carry (D41); left out when there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub duplicate_node_names: Vec<String>,
+    /// Keys whose last delivered XML is kept for a replay (D49); left out when none is.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kept_keys: u64,
+    /// The bytes of that XML; left out when none is kept.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kept_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Where a report came from.
@@ -132,6 +142,8 @@ impl From<&super::Report> for Report {
             sandbox_sink: r.sandbox_sink.as_ref().map(Sink::from),
             nodes: r.nodes.iter().map(Node::from).collect(),
             duplicate_node_names: r.duplicate_node_names.clone(),
+            kept_keys: r.kept.keys,
+            kept_bytes: r.kept.bytes,
         }
     }
 }
@@ -145,6 +157,10 @@ impl From<Report> for super::Report {
             sandbox_sink: r.sandbox_sink.map(Into::into),
             nodes: r.nodes.into_iter().map(Into::into).collect(),
             duplicate_node_names: r.duplicate_node_names,
+            kept: crate::queue::replay::KeptSize {
+                keys: r.kept_keys,
+                bytes: r.kept_bytes,
+            },
         }
     }
 }
@@ -311,6 +327,7 @@ mod tests {
                 live: false,
             }],
             duplicate_node_names: vec!["n".into()],
+            kept: crate::queue::replay::KeptSize { keys: 4, bytes: 5 },
         };
         let wire = Report::from(&report);
         let text = serde_json::to_string(&wire).unwrap();

@@ -39,6 +39,7 @@ pub mod pg;
 mod pool;
 pub mod receipt;
 pub mod recent;
+pub mod replay;
 pub mod space;
 pub mod sqlite;
 pub mod stop;
@@ -468,6 +469,26 @@ pub trait Store: Send + Sync + 'static {
     /// after the cursor, oldest first ([`feed::merge`]). `None` when the cursor is not one
     /// this engine writes (the other engine's, after a move).
     fn outcomes(&self, request: &feed::Request<'_>) -> Result<Option<feed::Page>, StoreError>;
+
+    /// Whether `delivered` keeps the XML of each key's delivered version for a replay
+    /// (`[retention] delivered_days` above zero, D49); off until set.
+    fn keep_delivered(&self, keep: bool);
+
+    /// Queues again the kept versions `window` names (D49), each key whose version is
+    /// pending or parked left alone; with `dry_run`, says what it would do and changes
+    /// nothing. One transaction: an intake of the same key meanwhile is never overwritten.
+    fn replay(
+        &self,
+        window: &replay::Window,
+        dry_run: bool,
+    ) -> Result<replay::Replayed, StoreError>;
+
+    /// How many keys have a kept version, and the bytes of their XML.
+    fn kept_size(&self) -> Result<replay::KeptSize, StoreError>;
+
+    /// One step of removing kept versions delivered before `before_ms`, oldest first (at
+    /// most [`replay::PRUNE_STEP`]); how many went.
+    fn prune_kept(&self, before_ms: u64) -> Result<usize, StoreError>;
 
     /// Adds a record to the audit trail (D50); one with an id the trail has is added once.
     fn audit(&self, record: &audit::AuditRecord) -> Result<(), StoreError>;

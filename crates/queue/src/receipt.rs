@@ -87,6 +87,28 @@ pub fn prune(store: &dyn super::Store, before_ms: u64) -> Result<usize, super::S
     }
 }
 
+/// How long each kind of record is kept.
+#[derive(Debug, Clone, Copy)]
+pub struct Retention {
+    /// Receipts and the outcome feed (D38, D48).
+    pub receipts: std::time::Duration,
+    /// Audit records (D50).
+    pub audit: std::time::Duration,
+    /// Delivered XML for a replay (D49).
+    pub delivered: std::time::Duration,
+}
+
+/// Forgets kept versions delivered before `before_ms`, step by step; how many went.
+pub fn prune_kept(store: &dyn super::Store, before_ms: u64) -> Result<usize, super::StoreError> {
+    let mut total = 0;
+    loop {
+        match store.prune_kept(before_ms)? {
+            0 => return Ok(total),
+            n => total += n,
+        }
+    }
+}
+
 /// Forgets audit records made before `before_ms`, step by step; how many went.
 pub fn prune_audit(store: &dyn super::Store, before_ms: u64) -> Result<usize, super::StoreError> {
     let mut total = 0;
@@ -106,12 +128,12 @@ const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
 /// zero retention no receipt is kept, so every one is removed.
 pub async fn keep_pruned(
     store: Arc<dyn super::Store>,
-    retention: std::time::Duration,
-    audit_retention: std::time::Duration,
+    retention: Retention,
     stop: impl std::future::Future<Output = ()>,
 ) {
-    let retention_ms = u64::try_from(retention.as_millis()).unwrap_or(u64::MAX);
-    let audit_ms = u64::try_from(audit_retention.as_millis()).unwrap_or(u64::MAX);
+    let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let (retention_ms, audit_ms) = (ms(retention.receipts), ms(retention.audit));
+    let delivered_ms = ms(retention.delivered);
     let mut ticks = tokio::time::interval(PRUNE_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(stop);
@@ -122,6 +144,16 @@ pub async fn keep_pruned(
         }
         let before = super::now_ms().saturating_sub(retention_ms);
         let audit_before = super::now_ms().saturating_sub(audit_ms);
+        let kept_before = super::now_ms().saturating_sub(delivered_ms);
+        let s = Arc::clone(&store);
+        match tokio::task::spawn_blocking(move || prune_kept(&*s, kept_before)).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(rows)) => tracing::info!(rows, "delivered XML past its retention removed"),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "delivered XML past its retention could not be removed; trying again in an hour")
+            }
+            Err(e) => tracing::error!(error = %e, "the pruning task of delivered XML failed"),
+        }
         let s = Arc::clone(&store);
         let audit = tokio::task::spawn_blocking(move || prune_audit(&*s, audit_before)).await;
         match audit {

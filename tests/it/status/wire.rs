@@ -265,6 +265,7 @@ fn status_json_of_a_cluster_is_the_committed_document() {
             node("b", "00000000111111112222222233333333", false),
         ],
         duplicate_node_names: vec!["a".into()],
+        kept: Default::default(),
     };
     let wire = ap_intake::status::wire::Report::from(&report);
     assert_golden(

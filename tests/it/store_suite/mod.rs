@@ -16,6 +16,7 @@ mod leases;
 mod parking;
 mod receipts;
 mod reopen;
+mod replay;
 mod stats;
 mod upsert;
 

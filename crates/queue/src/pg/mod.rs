@@ -30,6 +30,8 @@
 //!   reason text, at bigint);                        -- the feed (D48, outcomes.rs); INDEX
 //!                                                   -- (client, state, tx, seq); a trigger
 //!                                                   -- notes a replaced version superseded
+//! CREATE TABLE kept (key bytea PRIMARY KEY, interface text, version bigint, at bigint,
+//!   bytes bigint, xml text);                        -- last delivered XML (D49, replay.rs)
 //! CREATE TABLE audit (n bigserial PRIMARY KEY, id text UNIQUE, at bigint, actor text,
 //!   uid bigint, action text, args text, changed text);  -- the audit trail (D50, audit.rs)
 //! ```
@@ -52,6 +54,7 @@ mod import;
 mod instance;
 mod outcomes;
 mod read;
+mod replay;
 mod store;
 mod tls;
 mod write;
@@ -75,6 +78,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     // audit trail (D50).
     (3, outcomes::SCHEMA_V3),
     (3, audit::SCHEMA_V3),
+    (3, replay::SCHEMA_V3), // each key's last delivered XML (D49)
 ];
 
 /// Serialises schema changes among nodes starting at once (`pg_advisory_xact_lock`).
@@ -124,6 +128,8 @@ pub struct PostgresStore {
     halt: crate::Halt,
     /// The outcome of the last write, for readiness without a write of its own.
     last_write: crate::recent::LastWrite,
+    /// Whether deliveries keep their XML for a replay (D49).
+    keep_delivered: AtomicBool,
 }
 
 impl PostgresStore {
@@ -161,6 +167,7 @@ impl PostgresStore {
             cursors: Mutex::default(),
             halt: crate::Halt::default(),
             last_write: crate::recent::LastWrite::default(),
+            keep_delivered: AtomicBool::new(false),
         };
         let found = store.with(migrate)?;
         if found > SCHEMA_VERSION {

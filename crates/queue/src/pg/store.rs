@@ -1,6 +1,6 @@
 //! The [`Store`] trait on [`PostgresStore`].
 
-use super::{PostgresStore, audit, instance, outcomes, read, write};
+use super::{PostgresStore, audit, instance, outcomes, read, replay, write};
 use crate::receipt::Receipt;
 use crate::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
 use postgres::{Client, Transaction};
@@ -75,7 +75,10 @@ impl Store for PostgresStore {
     }
 
     fn delivered(&self, sent: &[Sent]) -> Result<usize, StoreError> {
-        let gone = self.tx(|tx| write::delivered(tx, sent, &self.instance))?;
+        let keep = self
+            .keep_delivered
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let gone = self.tx(|tx| write::delivered(tx, sent, &self.instance, keep))?;
         for (interface, (_, place)) in &gone {
             self.advance_cursor(interface, *place);
         }
@@ -151,6 +154,27 @@ impl Store for PostgresStore {
         request: &crate::feed::Request<'_>,
     ) -> Result<Option<crate::feed::Page>, StoreError> {
         self.with(|c| outcomes::page(c, request))
+    }
+
+    fn keep_delivered(&self, keep: bool) {
+        self.keep_delivered
+            .store(keep, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn replay(
+        &self,
+        window: &crate::replay::Window,
+        dry_run: bool,
+    ) -> Result<crate::replay::Replayed, StoreError> {
+        self.tx(|tx| replay::replay(tx, window, dry_run))
+    }
+
+    fn kept_size(&self) -> Result<crate::replay::KeptSize, StoreError> {
+        self.with(replay::size)
+    }
+
+    fn prune_kept(&self, before_ms: u64) -> Result<usize, StoreError> {
+        self.tx(|tx| replay::prune_step(tx, before_ms))
     }
 
     fn audit(&self, record: &crate::audit::AuditRecord) -> Result<(), StoreError> {

@@ -1,6 +1,7 @@
 //! Changes to the queue tables, each in one transaction (schema in `mod.rs`).
 
 use super::outcomes::{origin_returned, with_outcomes};
+use super::replay::keep_changed;
 use crate::codes::{
     KNOWN_STATES, SETTLED_DELIVERED, dropped_because, parked, pending, quarantined_because,
     rejected, stored_ms as ms, stored_now as now, unknown_state,
@@ -236,6 +237,7 @@ pub(super) fn delivered(
     tx: &mut Transaction<'_>,
     sent: &[Sent],
     instance: &str,
+    keep: bool,
 ) -> Result<HashMap<String, Gone>, postgres::Error> {
     let (keys, vers) = sent_arrays(sent);
     let gone = tx.query(
@@ -245,15 +247,18 @@ pub(super) fn delivered(
                  WHERE i.key = s.key AND i.version = s.version AND i.state = ",
                 pending!(),
                 " AND (i.lease_instance IS NULL OR i.lease_instance = $3)
-                 RETURNING i.key, i.interface, i.queued_at, i.seq, ",
+                 RETURNING i.key, i.interface, i.queued_at, i.seq, i.version, i.xml, ",
                 origin_returned!(),
                 ", NULL::text AS why"
             ),
             "$4",
             "$5",
-            "SELECT interface, queued_at, seq FROM changed"
+            concat!(
+                keep_changed!("$6", "$5"),
+                "SELECT interface, queued_at, seq FROM changed"
+            )
         ),
-        &[&keys, &vers, &instance, &SETTLED_DELIVERED, &now()],
+        &[&keys, &vers, &instance, &SETTLED_DELIVERED, &now(), &keep],
     )?;
     let mut counts: HashMap<String, Gone> = HashMap::new();
     for row in &gone {

@@ -50,6 +50,10 @@
 //! -- The outcome feed (D48, sqlite/outcomes.rs), pruned with the receipts:
 //! CREATE TABLE outcome (seq INTEGER PRIMARY KEY AUTOINCREMENT, client, state, interface,
 //!                       request_id, idx, key, reason, at);  -- INDEX (client, state, seq)
+//! -- Each key's last delivered XML (D49, sqlite/replay.rs), pruned after [retention]
+//! -- delivered_days:
+//! CREATE TABLE kept (key BLOB PRIMARY KEY, interface, version, at, bytes, xml);
+//!                                          -- INDEX (at, bytes)
 //! -- The audit trail (D50, sqlite/audit.rs), pruned after [audit] retention_days:
 //! CREATE TABLE audit (n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE, at, actor, uid,
 //!                     action, args, changed);
@@ -81,6 +85,7 @@ mod migrate;
 mod outcomes;
 mod read;
 mod receipts;
+mod replay;
 mod schema;
 mod store;
 mod wal;
@@ -175,6 +180,8 @@ pub struct SqliteStore {
     halt: Halt,
     /// Held while the store is open: one service (or operator command) per data directory.
     lock: Mutex<Option<std::fs::File>>,
+    /// Whether deliveries keep their XML for a replay (D49).
+    keep_delivered: std::sync::atomic::AtomicBool,
 }
 
 impl SqliteStore {
@@ -246,6 +253,7 @@ impl SqliteStore {
             closed: Default::default(),
             halt,
             lock: Mutex::new(lock),
+            keep_delivered: Default::default(),
         })
     }
 

@@ -1,7 +1,7 @@
 //! Making the queue's tables (the schema is described in `mod.rs`), and bringing an older
 //! queue up to date.
 
-use super::{APPLICATION_ID, SCHEMA_VERSION, audit, migrate, outcomes, receipts};
+use super::{APPLICATION_ID, SCHEMA_VERSION, audit, migrate, outcomes, receipts, replay};
 use rusqlite::Connection;
 
 /// The item table's columns (also made by the upgrade from schema 1).
@@ -26,6 +26,7 @@ pub(super) fn create(conn: &mut Connection) -> Result<(), rusqlite::Error> {
     tx.execute_batch(receipts::SCHEMA)?;
     tx.execute_batch(outcomes::SCHEMA_V3)?;
     tx.execute_batch(audit::SCHEMA_V3)?;
+    tx.execute_batch(replay::SCHEMA_V3)?;
     tx.execute_batch(&format!(
         "CREATE TABLE counter (interface TEXT, kind TEXT, n INTEGER NOT NULL,
            PRIMARY KEY (interface, kind)) WITHOUT ROWID;
@@ -61,6 +62,7 @@ pub(super) fn upgrade(conn: &mut Connection) -> Result<(), rusqlite::Error> {
         let tx = conn.transaction()?;
         tx.execute_batch(outcomes::SCHEMA_V3)?;
         tx.execute_batch(audit::SCHEMA_V3)?;
+        tx.execute_batch(replay::SCHEMA_V3)?;
         tx.execute_batch(&format!("PRAGMA user_version={SCHEMA_VERSION};"))?;
         tx.commit()?;
     }

@@ -2,7 +2,7 @@
 //! writer, unreadable rows quarantined where they are met (D29).
 
 use super::read::{self, Unreadable};
-use super::{SqliteStore, audit, outcomes, receipts, write};
+use super::{SqliteStore, audit, outcomes, receipts, replay, write};
 use crate::receipt::Receipt;
 use crate::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
 
@@ -64,7 +64,10 @@ impl Store for SqliteStore {
     }
 
     fn delivered(&self, sent: &[Sent]) -> Result<usize, StoreError> {
-        self.write(false, |tx, _| write::delivered(tx, sent))
+        let keep = self
+            .keep_delivered
+            .load(std::sync::atomic::Ordering::Relaxed);
+        self.write(false, |tx, _| write::delivered(tx, sent, keep))
     }
 
     fn failed(&self, sent: &[Sent], error: &str) -> Result<(), StoreError> {
@@ -137,6 +140,30 @@ impl Store for SqliteStore {
         request: &crate::feed::Request<'_>,
     ) -> Result<Option<crate::feed::Page>, StoreError> {
         self.read(|c| outcomes::page(c, request))
+    }
+
+    fn keep_delivered(&self, keep: bool) {
+        self.keep_delivered
+            .store(keep, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn replay(
+        &self,
+        window: &crate::replay::Window,
+        dry_run: bool,
+    ) -> Result<crate::replay::Replayed, StoreError> {
+        // Grows the queue: the free-space rule (D30) applies as to any intake.
+        self.write(!dry_run, |tx, version| {
+            replay::replay(tx, window, dry_run, version)
+        })
+    }
+
+    fn kept_size(&self) -> Result<crate::replay::KeptSize, StoreError> {
+        self.read(replay::size)
+    }
+
+    fn prune_kept(&self, before_ms: u64) -> Result<usize, StoreError> {
+        self.write(false, |tx, _| replay::prune_step(tx, before_ms))
     }
 
     fn audit(&self, record: &crate::audit::AuditRecord) -> Result<(), StoreError> {

@@ -103,7 +103,7 @@ impl Lines {
     }
 
     /// The place of a key that `version` puts at the end of `interface`'s line.
-    fn place(
+    pub fn place(
         &mut self,
         tx: &Transaction<'_>,
         interface: &str,
@@ -259,23 +259,31 @@ fn version(sent: &Sent) -> i64 {
 }
 
 /// Removes delivered items still at the version sent; counts them. Every version sent is
-/// noted as delivered for its receipt (D38), also one replaced while it was on its way.
-pub(super) fn delivered(tx: &Transaction<'_>, sent: &[Sent]) -> rusqlite::Result<usize> {
+/// noted as delivered for its receipt (D38), also one replaced while it was on its way; with
+/// `keep`, each removed version's XML is kept for a replay (D49).
+pub(super) fn delivered(
+    tx: &Transaction<'_>,
+    sent: &[Sent],
+    keep: bool,
+) -> rusqlite::Result<usize> {
     let mut counts = Counts::default();
     let mut stmt = tx.prepare_cached(concat!(
         "DELETE FROM item WHERE key = ?1 AND version = ?2 AND state = ",
         pending!(),
-        " RETURNING interface, origin_request, origin_client, origin_index"
+        " RETURNING interface, origin_request, origin_client, origin_index, xml"
     ))?;
     let mut gone = 0;
     for s in sent {
-        let found: Option<(String, Option<Origin>)> = stmt
+        let found: Option<(String, Option<Origin>, String)> = stmt
             .query_row(params![s.key.as_bytes(), version(s)], |r| {
-                Ok((r.get(0)?, Origin::read(r, 1)))
+                Ok((r.get(0)?, Origin::read(r, 1), r.get(4)?))
             })
             .optional()?;
         receipts::settle(tx, s.key.as_bytes(), version(s), None, None)?;
-        if let Some((interface, origin)) = found {
+        if let Some((interface, origin, xml)) = found {
+            if keep {
+                super::replay::keep(tx, s.key.as_bytes(), &interface, version(s), &xml)?;
+            }
             if let Some(from) = &origin {
                 let (key, state) = (s.key.as_bytes(), ReceiptState::Delivered);
                 outcomes::append(tx, from, key, &interface, state, None)?;
