@@ -38,6 +38,7 @@ mod proxy;
 mod queue;
 mod receipts;
 mod reload;
+mod replay;
 mod schema_override;
 mod status;
 mod store_suite;
