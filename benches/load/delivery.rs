@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 /// A receiver answering 200 to every POST, but never to those whose path ends in `hang`;
 /// counts the documents answered.
-async fn receiver(documents: Arc<AtomicU64>, hang: Option<String>) -> std::net::SocketAddr {
+pub async fn receiver(documents: Arc<AtomicU64>, hang: Option<String>) -> std::net::SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

@@ -10,6 +10,7 @@
 //! cargo bench --bench load -- backup [--records N] [--concurrency C]
 //! cargo bench --bench load -- scrape [--records N] [--concurrency C] [--duration S] [--pairs P]
 //! cargo bench --bench load -- feed [--rejections N] [--delivered N] [--postgres URL]
+//! cargo bench --bench load -- kept [--rate R] [--duration S]
 //! ```
 //!
 //! `intake` starts the release binary on a loopback port, drives it from C keep-alive clients
@@ -31,6 +32,7 @@ mod delivery;
 mod feed;
 mod floor;
 mod intake;
+mod kept;
 mod memory;
 mod nginx;
 mod pg;
@@ -154,6 +156,15 @@ enum What {
         /// Runs of each kind.
         #[arg(long, default_value_t = 3)]
         pairs: usize,
+    },
+    /// The disk `[retention] delivered_days = 7` takes, against keeping nothing (D49).
+    Kept {
+        /// Records a second.
+        #[arg(long, default_value_t = 1500)]
+        rate: u64,
+        /// Seconds of load on each side.
+        #[arg(long, default_value_t = 60)]
+        duration: u64,
     },
     /// The outcome feed (D48): rejections among deliveries, paged through at 500 a page.
     Feed {
@@ -307,6 +318,7 @@ fn main() {
             }
         }
         What::Floor { rounds, records } => floor::run(dir.path(), rounds, records),
+        What::Kept { rate, duration } => kept::run(&runtime, dir.path(), rate, duration),
         What::Feed {
             rejections,
             delivered,

@@ -94,3 +94,36 @@ fn a_replay_queues_each_kept_key_once_and_leaves_newer_versions_alone() {
         assert_eq!(s.kept_size().unwrap(), KeptSize::default(), "{engine}");
     });
 }
+
+/// D49 with D30: a replay grows the queue, so the free-space rule refuses it as it refuses
+/// intake; a dry run still answers, and a key whose kept version was pruned is reported.
+#[test]
+fn the_free_space_rule_refuses_a_replay_as_it_refuses_intake() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let s = ap_intake::queue::SqliteStore::open(dir.path(), ap_intake::queue::Mode::Serve, 0)
+            .unwrap();
+        s.keep_delivered(true);
+        queue_gl_codes(&s, &[("A", "<a/>"), ("B", "<b/>")], 1000);
+        deliver(&s, &["A", "B"]);
+        s.close().unwrap();
+    }
+    let full = ap_intake::queue::SqliteStore::open(
+        dir.path(),
+        ap_intake::queue::Mode::Serve,
+        u64::MAX,
+    )
+    .unwrap();
+    let all = Window::default();
+    let refused = full.replay(&all, false).unwrap_err();
+    assert!(refused.to_string().contains("storage is full"), "{refused}");
+    assert_eq!(full.replay(&all, true).unwrap().queued, keys(&["A", "B"]));
+    assert!(full.get(&key("gl-code", "A")).unwrap().is_none());
+    // Pruned past its retention: reported, not replayed.
+    ap_intake::queue::receipt::prune_kept(&full, now_ms() + 60_000).unwrap();
+    let named = Window {
+        keys: keys(&["A"]),
+        ..Window::default()
+    };
+    assert_eq!(full.replay(&named, true).unwrap().not_kept, keys(&["A"]));
+}
