@@ -108,12 +108,9 @@ fn the_free_space_rule_refuses_a_replay_as_it_refuses_intake() {
         deliver(&s, &["A", "B"]);
         s.close().unwrap();
     }
-    let full = ap_intake::queue::SqliteStore::open(
-        dir.path(),
-        ap_intake::queue::Mode::Serve,
-        u64::MAX,
-    )
-    .unwrap();
+    let full =
+        ap_intake::queue::SqliteStore::open(dir.path(), ap_intake::queue::Mode::Serve, u64::MAX)
+            .unwrap();
     let all = Window::default();
     let refused = full.replay(&all, false).unwrap_err();
     assert!(refused.to_string().contains("storage is full"), "{refused}");
