@@ -98,8 +98,8 @@ pub enum Response {
     Receipts(Vec<Receipt>),
     /// The audit trail (D50), oldest first.
     Audit(Vec<super::audit::Entry>),
-    /// An audit record was added.
-    Noted,
+    /// An audit record was added (always true: an object, as every answer is).
+    Noted(bool),
     /// What a replay did (D49).
     Replayed(super::replay::Done),
     /// The command failed.
@@ -346,7 +346,7 @@ impl From<&super::Response> for Response {
             R::Dropped(done) => Self::Dropped(*done),
             R::Receipts(receipts) => Self::Receipts(receipts.iter().map(Receipt::from).collect()),
             R::Audit(records) => Self::Audit(records.iter().map(Into::into).collect()),
-            R::Noted => Self::Noted,
+            R::Noted => Self::Noted(true),
             R::Replayed(done) => Self::Replayed(done.clone()),
             R::Error(e) => Self::Error(e.clone()),
         }
@@ -366,7 +366,7 @@ impl From<Response> for super::Response {
                 Self::Receipts(receipts.into_iter().map(Into::into).collect())
             }
             Response::Audit(entries) => Self::Audit(entries.into_iter().map(Into::into).collect()),
-            Response::Noted => Self::Noted,
+            Response::Noted(_) => Self::Noted,
             Response::Replayed(done) => Self::Replayed(done),
             Response::Error(e) => Self::Error(e),
         }
@@ -544,6 +544,22 @@ mod tests {
             R::Requeued(7),
             R::Dropped(true),
             R::Receipts(vec![receipt]),
+            R::Audit(vec![queue::audit::AuditRecord {
+                id: "ab".into(),
+                at_ms: 8,
+                actor: "maria".into(),
+                uid: Some(1001),
+                action: "drop".into(),
+                args: r#"{"key":"k"}"#.into(),
+                changed: r#"{"dropped":true}"#.into(),
+            }]),
+            R::Noted,
+            R::Replayed(super::super::replay::Done {
+                queued: vec!["gl-code:main/A".into()],
+                left_alone: vec!["gl-code:main/B".into()],
+                not_kept: vec![],
+                dry_run: true,
+            }),
             R::Error("boom".into()),
         ];
         for answer in answers {
@@ -570,6 +586,19 @@ mod tests {
             R::Receipts {
                 request_id: "id".into(),
             },
+            R::Audit { since_ms: 9 },
+            R::Note {
+                action: "backup".into(),
+                args: serde_json::json!({"file": "/tmp/x"}),
+                changed: serde_json::json!({"pending": 1}),
+            },
+            R::Replay(super::super::replay::Asked {
+                since_ms: 1,
+                until_ms: Some(2),
+                interface: Some("vendor-data-v1".into()),
+                keys: vec!["vendor:main/V".into()],
+                dry_run: false,
+            }),
         ];
         for command in commands {
             let line = to_line(&Request::from(&command), true).unwrap();
