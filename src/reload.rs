@@ -76,12 +76,19 @@ impl Reloader {
         let args = serde_json::json!({
             "file": self.path.as_ref().map(|p| p.display().to_string()),
         });
-        let actor = crate::admin::audit::Actor::signal("SIGHUP");
         let store = Arc::clone(&self.parts.store);
-        if let Err(e) =
-            crate::admin::audit::record(store.as_ref(), &actor, "reload", &args, &outcome)
-        {
-            tracing::warn!(error = %e, "the audit trail could not record this reload");
+        let write = move || {
+            let actor = crate::admin::audit::Actor::signal("SIGHUP");
+            let done =
+                crate::admin::audit::record(store.as_ref(), &actor, "reload", &args, &outcome);
+            if let Err(e) = done {
+                tracing::warn!(error = %e, "the audit trail could not record this reload");
+            }
+        };
+        // A store write (an fsync, a database round trip) stays off the async workers.
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(write)),
+            Err(_) => write(),
         }
     }
 

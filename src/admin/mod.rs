@@ -385,8 +385,8 @@ pub async fn serve(
         };
         let (store, data_dir, waker) = (Arc::clone(&store), data_dir.clone(), waker.clone());
         // D50: the peer's Unix user, as the kernel says (SO_PEERCRED), never as it claims.
-        let actor = match stream.peer_cred() {
-            Ok(cred) => audit::Actor::user(cred.uid()),
+        let uid = match stream.peer_cred() {
+            Ok(cred) => cred.uid(),
             Err(e) => {
                 tracing::warn!(error = %e, "admin socket peer has no credentials; refused");
                 continue;
@@ -406,6 +406,8 @@ pub async fn serve(
             let response = match received {
                 Ok(req) => tokio::task::spawn_blocking(move || {
                     let req = Request::from(req.message);
+                    // The name through NSS may ask a directory: off the async workers.
+                    let actor = audit::Actor::user(uid);
                     let r = execute(store.as_ref(), &data_dir, Source::Service, &req, &actor);
                     let queued = match &r {
                         Response::Requeued(n) => *n > 0,
