@@ -9,7 +9,7 @@ use crate::interfaces;
 use crate::queue::feed::{self, Position};
 use crate::queue::receipt::ReceiptState;
 use crate::status::receipt::{path_of, rfc3339, word};
-use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http::{HeaderMap, Method, StatusCode};
 use serde::Serialize;
 use warp::reply::Response;
 
@@ -165,7 +165,7 @@ pub async fn answer(
     headers: &HeaderMap,
     request_id: &str,
 ) -> Response {
-    let mut response = match page(app, method, query, headers).await {
+    let response = match page(app, method, query, headers).await {
         Ok(page) => {
             let body = Shown {
                 records: page
@@ -187,12 +187,7 @@ pub async fn answer(
         }
         Err(e) => e.response(request_id),
     };
-    if let Ok(v) = HeaderValue::from_str(request_id) {
-        response.headers_mut().insert("x-request-id", v);
-    }
-    app.metrics
-        .request("-", response.status().as_u16(), 0, 0, 0.0);
-    response
+    super::receipts::counted(app, response, request_id)
 }
 
 async fn page(

@@ -16,10 +16,16 @@ pub async fn answer(
     headers: &HeaderMap,
     request_id: &str,
 ) -> Response {
-    let mut response = match lookup(app, method, id, headers).await {
+    let response = match lookup(app, method, id, headers).await {
         Ok(receipt) => reply::json(StatusCode::OK, &crate::status::receipt::Shown::of(&receipt)),
         Err(e) => e.response(request_id),
     };
+    counted(app, response, request_id)
+}
+
+/// The answer of a read (a receipt, the outcome feed, D38, D48) with its request id, counted
+/// in the metrics.
+pub(super) fn counted(app: &App, mut response: Response, request_id: &str) -> Response {
     if let Ok(v) = HeaderValue::from_str(request_id) {
         response.headers_mut().insert("x-request-id", v);
     }
