@@ -36,11 +36,7 @@ pub fn run(dir: &Path, rejections: usize, delivered: usize, postgres: Option<&st
         "feed.toml",
     );
     let service = Service::start(&config);
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
+    let agent = crate::service::agent();
     let base = format!("http://{}/requests", service.addr);
     let (seen, times) = walk(&agent, &base, "state=rejected&limit=500");
     report("rejected, 500 a page", seen, rejections, &times);

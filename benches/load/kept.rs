@@ -47,11 +47,7 @@ fn one(
     text.push_str(&format!("[retention]\ndelivered_days = {days}\n"));
     std::fs::write(&config, text).expect("config");
     let service = Service::start(&config);
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
+    let agent = crate::service::agent();
     let url = format!("http://{}/general-ledger-codes/v1", service.addr);
     let per_request = 100u64;
     let requests = rate * duration / per_request;

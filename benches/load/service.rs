@@ -64,6 +64,15 @@ level = "warn,ap_intake::service=info"
     file
 }
 
+/// A blocking client whose every answer is a reply (not an error), 30 s at most a request.
+pub fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
+}
+
 pub struct Service {
     pub child: Child,
     pub addr: SocketAddr,

@@ -78,9 +78,26 @@ pub struct Receipt {
 /// them (`[receipts] retention_days`), step by step so no transaction is long; how many rows
 /// went.
 pub fn prune(store: &dyn super::Store, before_ms: u64) -> Result<usize, super::StoreError> {
+    in_steps(|| store.prune_step(before_ms))
+}
+
+/// Forgets kept versions delivered before `before_ms`, step by step; how many went.
+pub fn prune_kept(store: &dyn super::Store, before_ms: u64) -> Result<usize, super::StoreError> {
+    in_steps(|| store.prune_kept(before_ms))
+}
+
+/// Forgets audit records made before `before_ms`, step by step; how many went.
+pub fn prune_audit(store: &dyn super::Store, before_ms: u64) -> Result<usize, super::StoreError> {
+    in_steps(|| store.prune_audit(before_ms))
+}
+
+/// Runs `step` until it removes nothing; how many rows went in all.
+fn in_steps(
+    mut step: impl FnMut() -> Result<usize, super::StoreError>,
+) -> Result<usize, super::StoreError> {
     let mut total = 0;
     loop {
-        match store.prune_step(before_ms)? {
+        match step()? {
             0 => return Ok(total),
             n => total += n,
         }
@@ -98,42 +115,29 @@ pub struct Retention {
     pub delivered: std::time::Duration,
 }
 
-/// Forgets kept versions delivered before `before_ms`, step by step; how many went.
-pub fn prune_kept(store: &dyn super::Store, before_ms: u64) -> Result<usize, super::StoreError> {
-    let mut total = 0;
-    loop {
-        match store.prune_kept(before_ms)? {
-            0 => return Ok(total),
-            n => total += n,
-        }
-    }
-}
-
-/// Forgets audit records made before `before_ms`, step by step; how many went.
-pub fn prune_audit(store: &dyn super::Store, before_ms: u64) -> Result<usize, super::StoreError> {
-    let mut total = 0;
-    loop {
-        match store.prune_audit(before_ms)? {
-            0 => return Ok(total),
-            n => total += n,
-        }
-    }
-}
-
 /// How often receipts past their retention are removed (and once at start).
 const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
 
-/// Removes receipts (and the outcome feed) older than `retention` and audit records older
-/// than `audit_retention` (D50) at start and then every hour, until `stop` resolves. With a
-/// zero retention no receipt is kept, so every one is removed.
+/// One kind of record the loop prunes: what the log calls it, how long it is kept, how.
+type Pruned = (
+    &'static str,
+    std::time::Duration,
+    fn(&dyn super::Store, u64) -> Result<usize, super::StoreError>,
+);
+
+/// Removes what is past its retention (`retention`: the delivered XML, audit records,
+/// receipts with the outcome feed) at start and then every hour, until `stop` resolves. With
+/// a zero retention nothing of that kind is kept, so everything is removed.
 pub async fn keep_pruned(
     store: Arc<dyn super::Store>,
     retention: Retention,
     stop: impl std::future::Future<Output = ()>,
 ) {
-    let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    let (retention_ms, audit_ms) = (ms(retention.receipts), ms(retention.audit));
-    let delivered_ms = ms(retention.delivered);
+    let kinds: [Pruned; 3] = [
+        ("delivered XML", retention.delivered, prune_kept),
+        ("audit records", retention.audit, prune_audit),
+        ("receipts", retention.receipts, prune),
+    ];
     let mut ticks = tokio::time::interval(PRUNE_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(stop);
@@ -142,36 +146,18 @@ pub async fn keep_pruned(
             _ = ticks.tick() => {}
             () = &mut stop => return,
         }
-        let before = super::now_ms().saturating_sub(retention_ms);
-        let audit_before = super::now_ms().saturating_sub(audit_ms);
-        let kept_before = super::now_ms().saturating_sub(delivered_ms);
-        let s = Arc::clone(&store);
-        match tokio::task::spawn_blocking(move || prune_kept(&*s, kept_before)).await {
-            Ok(Ok(0)) => {}
-            Ok(Ok(rows)) => tracing::info!(rows, "delivered XML past its retention removed"),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "delivered XML past its retention could not be removed; trying again in an hour")
+        for (what, kept, prune) in kinds {
+            let kept_ms = u64::try_from(kept.as_millis()).unwrap_or(u64::MAX);
+            let before = super::now_ms().saturating_sub(kept_ms);
+            let s = Arc::clone(&store);
+            match tokio::task::spawn_blocking(move || prune(&*s, before)).await {
+                Ok(Ok(0)) => {}
+                Ok(Ok(rows)) => tracing::info!(rows, "{what} past their retention removed"),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "{what} past their retention could not be removed; trying again in an hour")
+                }
+                Err(e) => tracing::error!(error = %e, "the pruning task of {what} failed"),
             }
-            Err(e) => tracing::error!(error = %e, "the pruning task of delivered XML failed"),
-        }
-        let s = Arc::clone(&store);
-        let audit = tokio::task::spawn_blocking(move || prune_audit(&*s, audit_before)).await;
-        match audit {
-            Ok(Ok(0)) => {}
-            Ok(Ok(rows)) => tracing::info!(rows, "audit records past their retention removed"),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "audit records past their retention could not be removed; trying again in an hour")
-            }
-            Err(e) => tracing::error!(error = %e, "the audit pruning task failed"),
-        }
-        let s = Arc::clone(&store);
-        match tokio::task::spawn_blocking(move || prune(&*s, before)).await {
-            Ok(Ok(0)) => {}
-            Ok(Ok(rows)) => tracing::info!(rows, "receipts past their retention removed"),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "receipts past their retention could not be removed; trying again in an hour")
-            }
-            Err(e) => tracing::error!(error = %e, "the receipt pruning task failed"),
         }
     }
 }
