@@ -74,6 +74,7 @@ fn described(code: &str, text: &str) -> Value {
     serde_json::json!({"code": code, "type": "VAT", "description_en": text})
 }
 
+mod counts;
 mod moving;
 mod names;
 mod restart;

@@ -3,8 +3,8 @@
 //! steps receipts are pruned in. An engine stores and reads these numbers; only this file
 //! says what they mean, so the two cannot come to disagree.
 
-use crate::State;
 use crate::receipt::ReceiptState;
+use crate::{Backoff, State, Stats};
 
 impl State {
     /// Every state, in the order of their codes.
@@ -84,9 +84,55 @@ macro_rules! quarantined_prefix {
         "quarantined: "
     };
 }
+/// The `counter.kind` an item in the state column `$col` is counted under, as an SQL
+/// expression: its state's [`State::name`]; NULL for a code no version writes (D29), which no
+/// counter counts until the sweep at start has quarantined it.
+macro_rules! counter_kind {
+    ($col:literal) => {
+        concat!(
+            "CASE ",
+            $col,
+            " WHEN ",
+            $crate::codes::pending!(),
+            " THEN 'pending' WHEN ",
+            $crate::codes::rejected!(),
+            " THEN 'rejected' WHEN ",
+            $crate::codes::quarantined!(),
+            " THEN 'quarantined' END"
+        )
+    };
+}
 pub(crate) use {
-    known_states, parked, pending, quarantined, quarantined_prefix, rejected, superseded,
+    counter_kind, known_states, parked, pending, quarantined, quarantined_prefix, rejected,
+    superseded,
 };
+
+/// The `counter.kind` of deliveries: not a state (a delivered item is gone), the number of
+/// items that left the queue delivered.
+pub const DELIVERED_KIND: &str = "delivered";
+
+impl Stats {
+    /// An interface's stats from its `counter` rows, (kind, n): the rows of a kind are summed
+    /// (PostgreSQL keeps one per database session, `pg/counts.rs`); a kind without any is 0.
+    pub fn counted(
+        rows: &[(String, i64)],
+        oldest_pending_ms: Option<u64>,
+        backoff: Backoff,
+    ) -> Self {
+        let count = |kind: &str| {
+            let n: i64 = rows.iter().filter(|(k, _)| k == kind).map(|(_, n)| n).sum();
+            u64::try_from(n).unwrap_or(0)
+        };
+        Self {
+            pending: count(State::Pending.name()),
+            rejected: count(State::Rejected.name()),
+            quarantined: count(State::Quarantined.name()),
+            delivered: count(DELIVERED_KIND),
+            oldest_pending_ms,
+            backoff,
+        }
+    }
+}
 
 /// The SQL list of every state code, `(0, 1, 2)`: a row whose state is not in it is damaged.
 pub const KNOWN_STATES: &str = known_states!();
@@ -222,6 +268,23 @@ mod tests {
             quarantined_because("x"),
             format!("{}x", quarantined_prefix!())
         );
+    }
+
+    #[test]
+    fn each_state_is_counted_under_its_name_and_an_unknown_code_under_none() {
+        let db = rusqlite::Connection::open_in_memory().unwrap();
+        let kind = |code: i64| -> Option<String> {
+            db.query_row(concat!("SELECT ", counter_kind!("?1")), [code], |r| {
+                r.get(0)
+            })
+            .unwrap()
+        };
+        for s in State::ALL {
+            assert_eq!(kind(i64::from(s.code())).as_deref(), Some(s.name()));
+            assert_ne!(s.name(), DELIVERED_KIND);
+        }
+        assert_eq!(kind(i64::from(SETTLED_DELIVERED)), None);
+        assert_eq!(kind(-1), None);
     }
 
     #[test]

@@ -41,7 +41,7 @@ fn a_node_refuses_a_schema_newer_than_it_knows_at_start_and_while_it_runs() {
     assert_eq!(status.and_then(|s| s.code()), Some(78), "{log}");
     assert!(
         log.contains("the queue database has schema 99")
-            && log.contains("this version reads schema 3"),
+            && log.contains("this version reads schema 4"),
         "the running node names both versions: {log}"
     );
 
@@ -55,7 +55,7 @@ fn a_node_refuses_a_schema_newer_than_it_knows_at_start_and_while_it_runs() {
     assert_eq!(out.status.code(), Some(78), "{said}");
     assert!(
         said.contains(
-            "has queue schema 99, written by a newer ap-intake; this version reads schema 3"
+            "has queue schema 99, written by a newer ap-intake; this version reads schema 4"
         ),
         "the refusal at start names both versions: {said}"
     );

@@ -4,6 +4,20 @@
 use crate::{Source, StoreError};
 use postgres::error::SqlState;
 
+/// A transaction the database ended to break a deadlock (or a serialization failure): nothing
+/// of it was written, and it may simply run again. Nodes lock the same keys in different
+/// orders (one's resend in key order, another's delivery in line order, a heartbeat in table
+/// order), and rather than order every statement's locks, the loser runs again.
+pub(super) fn conflicted(e: &postgres::Error) -> bool {
+    e.code().is_some_and(|code| {
+        [
+            SqlState::T_R_DEADLOCK_DETECTED,
+            SqlState::T_R_SERIALIZATION_FAILURE,
+        ]
+        .contains(code)
+    })
+}
+
 /// The product's error for `e`, met on the database `at` (its URL without the password).
 pub(super) fn error_at(at: &str, e: postgres::Error) -> StoreError {
     let at = at.to_string();

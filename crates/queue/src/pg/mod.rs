@@ -13,7 +13,8 @@
 //!   lease_instance text, lease_until timestamptz,  -- who delivers it, until when (D39, D41)
 //!   origin_request text, origin_client text, origin_index integer); -- this version's (D48)
 //! CREATE INDEX item_line ON item (interface, state, queued_at, seq);
-//! CREATE TABLE delivered (interface text PRIMARY KEY, n bigint);       -- counts
+//! CREATE TABLE counter (interface text, kind text, writer integer, n bigint,
+//!   PRIMARY KEY (interface, kind, writer));      -- counts, kept by triggers (counts.rs)
 //! CREATE TABLE backoff (interface text PRIMARY KEY, failures integer, next_attempt_ms bigint,
 //!   last_error text, last_error_ms bigint, paused boolean, last_success_ms bigint);
 //! CREATE TABLE node (instance text PRIMARY KEY,    -- a running process (D41)
@@ -49,6 +50,7 @@
 //! dropped cleanly releases its leases and its row; one killed leaves them to lapse.
 
 mod audit;
+mod counts;
 mod fault;
 mod import;
 mod instance;
@@ -67,7 +69,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The schema this version reads and writes.
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 /// Each migration brings the schema from the version before it to its own (a version's
 /// parts in order, all in the one transaction of [`migrate`]).
@@ -79,6 +81,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, outcomes::SCHEMA_V3),
     (3, audit::SCHEMA_V3),
     (3, replay::SCHEMA_V3), // each key's last delivered XML (D49)
+    (4, counts::SCHEMA_V4), // exact counts, as SQLite keeps them
 ];
 
 /// Serialises schema changes among nodes starting at once (`pg_advisory_xact_lock`).
@@ -178,6 +181,7 @@ impl PostgresStore {
             });
         }
         if mode == Mode::Serve {
+            store.with(counts::fold)?;
             let swept = store.tx(write::sweep)?;
             if swept > 0 {
                 tracing::warn!(

@@ -1,8 +1,6 @@
 //! Reads, and the lease a lane takes with its next batch (schema in `mod.rs`).
 
-use crate::codes::{
-    LineFacts, PRUNE_REQUESTS, PRUNE_SETTLED, pending, quarantined, receipt_line, rejected,
-};
+use crate::codes::{LineFacts, PRUNE_REQUESTS, PRUNE_SETTLED, pending, receipt_line};
 use crate::receipt::{Receipt, ReceiptRecord};
 use crate::{Backoff, Item, QueueKey, State, Stats};
 use postgres::{Client, Row, Transaction};
@@ -122,21 +120,17 @@ pub(super) fn keys(
 
 /// The counts and retry state of one interface.
 pub(super) fn stats(c: &mut Client, interface: &str) -> Result<Stats, postgres::Error> {
-    let row = c.query_one(
-        concat!(
-            "SELECT count(*) FILTER (WHERE state = ",
-            pending!(),
-            ") AS pending, count(*) FILTER (WHERE state = ",
-            rejected!(),
-            ") AS rejected, count(*) FILTER (WHERE state = ",
-            quarantined!(),
-            ") AS quarantined, min(queued_at) FILTER (WHERE state = ",
-            pending!(),
-            ") AS oldest, (SELECT n FROM delivered WHERE interface = $1) AS delivered
-             FROM item WHERE interface = $1"
-        ),
-        &[&interface],
-    )?;
+    let counts = super::counts::read(c, interface)?;
+    let oldest = c
+        .query_opt(
+            concat!(
+                "SELECT queued_at FROM item WHERE interface = $1 AND state = ",
+                pending!(),
+                " ORDER BY queued_at, seq LIMIT 1"
+            ),
+            &[&interface],
+        )?
+        .map(|r| unsigned(r.get("queued_at")));
     let backoff = c
         .query_opt(
             "SELECT failures, next_attempt_ms, last_error, last_error_ms, paused,
@@ -152,14 +146,7 @@ pub(super) fn stats(c: &mut Client, interface: &str) -> Result<Stats, postgres::
             last_success_ms: b.get::<_, Option<i64>>("last_success_ms").map(unsigned),
         })
         .unwrap_or_default();
-    Ok(Stats {
-        pending: unsigned(row.get("pending")),
-        rejected: unsigned(row.get("rejected")),
-        quarantined: unsigned(row.get("quarantined")),
-        delivered: row.get::<_, Option<i64>>("delivered").map_or(0, unsigned),
-        oldest_pending_ms: row.get::<_, Option<i64>>("oldest").map(unsigned),
-        backoff,
-    })
+    Ok(Stats::counted(&counts, oldest, backoff))
 }
 
 /// The receipts of `request_id` (one per key that used the id), or only `api_key`'s.

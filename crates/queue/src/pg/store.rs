@@ -1,25 +1,46 @@
 //! The [`Store`] trait on [`PostgresStore`].
 
-use super::{PostgresStore, audit, instance, outcomes, read, replay, write};
+use super::{PostgresStore, audit, counts, fault, instance, outcomes, read, replay, write};
 use crate::receipt::Receipt;
 use crate::{Backoff, Item, NewRecord, QueueKey, Sent, State, Stats, Store, StoreError};
 use postgres::{Client, Transaction};
+use std::time::Duration;
 
 impl PostgresStore {
-    /// Runs `f` in one transaction on a pooled connection.
+    /// Runs `f` in one transaction on a pooled connection; again, up to [`CONFLICT_RETRIES`]
+    /// times, when the database ended it to break a deadlock (`fault::conflicted`).
     pub(super) fn tx<T>(
         &self,
-        f: impl FnOnce(&mut Transaction<'_>) -> Result<T, postgres::Error>,
+        mut f: impl FnMut(&mut Transaction<'_>) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
         let outcome = self.with(|c: &mut Client| {
-            let mut tx = c.transaction()?;
-            let out = f(&mut tx)?;
-            tx.commit()?;
-            Ok(out)
+            let mut retries = 0;
+            loop {
+                match once(c, &mut f) {
+                    Err(e) if retries < CONFLICT_RETRIES && fault::conflicted(&e) => {
+                        retries += 1;
+                        std::thread::sleep(Duration::from_millis(10 * u64::from(retries)));
+                    }
+                    out => return out,
+                }
+            }
         });
         self.last_write.note(&outcome);
         outcome
     }
+}
+
+/// How many times a transaction the database ended to break a deadlock runs again.
+const CONFLICT_RETRIES: u32 = 3;
+
+fn once<T>(
+    c: &mut Client,
+    f: &mut impl FnMut(&mut Transaction<'_>) -> Result<T, postgres::Error>,
+) -> Result<T, postgres::Error> {
+    let mut tx = c.transaction()?;
+    let out = f(&mut tx)?;
+    tx.commit()?;
+    Ok(out)
 }
 
 impl Store for PostgresStore {
@@ -204,6 +225,7 @@ impl Store for PostgresStore {
     fn prune_step(&self, before_ms: u64) -> Result<usize, StoreError> {
         self.tx(|tx| {
             let before = crate::codes::stored_ms(before_ms);
+            counts::fold(tx)?; // the hourly loop keeps the counter rows few, too
             Ok(read::prune_step(tx, before_ms)? + outcomes::prune_step(tx, before)?)
         })
     }

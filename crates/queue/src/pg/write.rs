@@ -219,10 +219,16 @@ fn heads<'r>(
     Ok(out)
 }
 
+/// The keys and versions of a batch, in key order: the order an upsert locks keys in, which
+/// makes a deadlock with one rarer (the plan decides; `PostgresStore::tx` runs the loser
+/// again).
 fn sent_arrays(sent: &[Sent]) -> (Vec<&[u8]>, Vec<i64>) {
-    sent.iter()
+    let mut pairs: Vec<(&[u8], i64)> = sent
+        .iter()
         .map(|s| (s.key.as_bytes(), i64::try_from(s.version).unwrap_or(-1)))
-        .unzip()
+        .collect();
+    pairs.sort_unstable();
+    pairs.into_iter().unzip()
 }
 
 /// Of one interface's delivered items: how many, and the place in the line of the last.
@@ -267,13 +273,9 @@ pub(super) fn delivered(
         entry.0 += 1;
         entry.1 = entry.1.max(place);
     }
-    for (interface, (n, _)) in &counts {
-        tx.execute(
-            "INSERT INTO delivered VALUES ($1, $2)
-             ON CONFLICT (interface) DO UPDATE SET n = delivered.n + excluded.n",
-            &[interface, n],
-        )?;
-    }
+    let (interfaces, numbers): (Vec<&str>, Vec<i64>) =
+        counts.iter().map(|(f, (n, _))| (f.as_str(), *n)).unzip();
+    super::counts::add_delivered(tx, &interfaces, &numbers)?;
     tx.execute(
         "INSERT INTO settled (key, version, state, at)
          SELECT key, version, $4, $3 FROM unnest($1::bytea[], $2::bigint[]) AS s(key, version)

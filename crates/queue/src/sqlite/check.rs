@@ -3,7 +3,10 @@
 
 use super::{APPLICATION_ID, FILE_NAME, Mode, SCHEMA_VERSION, WriterConn, connect, error_at, read};
 use crate::StoreError;
-use crate::codes::{known_states, pending, quarantined, quarantined_prefix, unknown_state};
+use crate::codes::{
+    DELIVERED_KIND, counter_kind, known_states, pending, quarantined, quarantined_prefix,
+    unknown_state,
+};
 use rusqlite::Connection;
 use std::path::Path;
 use std::sync::Mutex;
@@ -177,12 +180,14 @@ pub(super) fn sweep(
             items = n,
             "queued items this version cannot deliver were quarantined (see `ap-intake status`)"
         );
-        tx.execute_batch(
-            "DELETE FROM counter WHERE kind != 'delivered';
-             INSERT INTO counter (interface, kind, n)
-               SELECT CAST(interface AS TEXT), CASE state WHEN 0 THEN 'pending'
-                 WHEN 1 THEN 'rejected' ELSE 'quarantined' END, count(*)
-               FROM item GROUP BY 1, 2;",
+        tx.execute("DELETE FROM counter WHERE kind != ?1", [DELIVERED_KIND])?;
+        tx.execute(
+            concat!(
+                "INSERT INTO counter (interface, kind, n) SELECT CAST(interface AS TEXT), ",
+                counter_kind!("state"),
+                " AS kind, count(*) FROM item GROUP BY 1, 2 HAVING kind IS NOT NULL"
+            ),
+            [],
         )?;
     }
     tx.commit()

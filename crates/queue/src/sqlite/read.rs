@@ -2,11 +2,10 @@
 //! [`Item`] is reported, not fatal: the caller quarantines it (D29).
 
 use super::write::PLACE_BITS;
-use crate::codes::pending;
+use crate::codes::{counter_kind, pending};
 use crate::{Backoff, Item, QueueKey, State, Stats};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, params};
-use std::collections::HashMap;
 
 /// The columns [`decode`] reads, by name.
 pub(super) const COLUMNS: &str =
@@ -177,15 +176,10 @@ pub(super) fn keys(
 
 /// Counts, oldest pending item and retry state of one interface.
 pub(super) fn stats(conn: &Connection, interface: &str) -> rusqlite::Result<Stats> {
-    let mut counts = HashMap::new();
-    let mut stmt = conn.prepare_cached("SELECT kind, n FROM counter WHERE interface = ?1")?;
-    for row in stmt.query_map(params![interface], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
-    })? {
-        let (kind, n) = row?;
-        counts.insert(kind, u64::try_from(n).unwrap_or(0));
-    }
-    let count = |k: &str| counts.get(k).copied().unwrap_or(0);
+    let counts = conn
+        .prepare_cached("SELECT kind, n FROM counter WHERE interface = ?1")?
+        .query_map(params![interface], |r| Ok((r.get("kind")?, r.get("n")?)))?
+        .collect::<rusqlite::Result<Vec<(String, i64)>>>()?;
     let oldest_pending_ms: Option<i64> = match range(conn, interface)? {
         None => None,
         Some((first, last)) => conn
@@ -215,14 +209,8 @@ pub(super) fn stats(conn: &Connection, interface: &str) -> rusqlite::Result<Stat
         })
         .optional()?
         .unwrap_or_default();
-    Ok(Stats {
-        pending: count("pending"),
-        rejected: count("rejected"),
-        quarantined: count("quarantined"),
-        delivered: count("delivered"),
-        oldest_pending_ms: oldest_pending_ms.and_then(|t| t.try_into().ok()),
-        backoff,
-    })
+    let oldest_pending_ms = oldest_pending_ms.and_then(|t| t.try_into().ok());
+    Ok(Stats::counted(&counts, oldest_pending_ms, backoff))
 }
 
 /// Every readable item, in key order.
@@ -251,12 +239,12 @@ pub(super) fn audit(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     if unreadable > 20 {
         problems.push(format!("{unreadable} item rows cannot be read in all"));
     }
-    let mut stmt = conn.prepare(
+    let mut stmt = conn.prepare(concat!(
         "SELECT i.interface, i.state, count(*), coalesce(c.n, 0) FROM item i
-         LEFT JOIN counter c ON c.interface = i.interface AND c.kind =
-           CASE i.state WHEN 0 THEN 'pending' WHEN 1 THEN 'rejected' ELSE 'quarantined' END
-         GROUP BY i.interface, i.state",
-    )?;
+             LEFT JOIN counter c ON c.interface = i.interface AND c.kind = ",
+        counter_kind!("i.state"),
+        " GROUP BY i.interface, i.state"
+    ))?;
     let rows = stmt.query_map([], |r| {
         Ok((
             r.get::<_, String>(0)?,

@@ -5,7 +5,8 @@ use super::fault::Fault;
 use super::outcomes::{self, Origin};
 use super::receipts::{self, Heads};
 use crate::codes::{
-    dropped_because, parked, pending, quarantined_because, rejected, stored_ms, stored_now,
+    DELIVERED_KIND, dropped_because, parked, pending, quarantined_because, rejected, stored_ms,
+    stored_now,
 };
 use crate::receipt::ReceiptState;
 use crate::{NewRecord, QueueKey, Sent, State};
@@ -289,7 +290,7 @@ pub(super) fn delivered(
                 outcomes::append(tx, from, key, &interface, state, None)?;
             }
             counts.add(&interface, State::Pending.name(), -1);
-            counts.add(&interface, "delivered", 1);
+            counts.add(&interface, DELIVERED_KIND, 1);
             gone += 1;
         }
     }
