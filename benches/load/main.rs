@@ -413,6 +413,9 @@ fn intake_run(
             println!("service {}", c.summary());
         }
         println!("service resident memory after the run: {rss:.1} MiB");
+        if let Some(url) = postgres {
+            pg::print_stats_time(url, iface.id);
+        }
         if side.nginx
             && let Some(n) = nginx::Nginx::start(dir)
         {

@@ -53,3 +53,27 @@ pub fn fresh_store(
         ),
     }
 }
+
+/// How long `stats` (what `status` and each `/metrics` scrape read per interface) takes on the
+/// queue a run left behind: the median of 5.
+pub fn print_stats_time(url: &str, interface: &str) {
+    use ap_intake::queue::Store;
+    let store = ap_intake::queue::PostgresStore::open(
+        &settings(url, "bench-stats"),
+        ap_intake::queue::Mode::Inspect,
+    )
+    .expect("open the PostgreSQL queue");
+    let mut times: Vec<std::time::Duration> = (0..5)
+        .map(|_| {
+            let started = std::time::Instant::now();
+            store.stats(interface).expect("stats");
+            started.elapsed()
+        })
+        .collect();
+    times.sort();
+    let pending = store.stats(interface).expect("stats").pending;
+    println!(
+        "stats of {interface} at {pending} pending: median {:.1} ms",
+        times[2].as_secs_f64() * 1000.0
+    );
+}

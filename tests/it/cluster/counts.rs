@@ -183,7 +183,6 @@ fn a_schema_3_database_is_counted_when_it_is_upgraded() {
              DROP TRIGGER item_counted_update ON ap_intake.item;
              DROP TRIGGER item_counted_delete ON ap_intake.item;
              DROP FUNCTION ap_intake.count_items();
-             CREATE TABLE ap_intake.delivered (interface text PRIMARY KEY, n bigint NOT NULL);
              INSERT INTO ap_intake.delivered SELECT interface, sum(n) FROM ap_intake.counter
                WHERE kind = 'delivered' GROUP BY interface;
              DROP TABLE ap_intake.counter;
@@ -203,4 +202,18 @@ fn a_schema_3_database_is_counted_when_it_is_upgraded() {
     s.upsert(&[record(20, 2)], 2000).unwrap();
     assert_eq!(s.stats(GL_ID).unwrap().pending, 7, "and counting on");
     assert_eq!(counted(&s), items(&db));
+
+    // A node of schema 3 that has not yet seen the new schema delivers 2 and counts them as
+    // it did: they count, and a fold moves them over.
+    let old_node_delivers = "INSERT INTO ap_intake.delivered VALUES ('general-ledger-codes-v1', 2)
+        ON CONFLICT (interface) DO UPDATE SET n = delivered.n + excluded.n";
+    sql(&db).batch_execute(old_node_delivers).unwrap();
+    assert_eq!(s.stats(GL_ID).unwrap().delivered, 6);
+    s.prune_step(0).unwrap();
+    let left: i64 = sql(&db)
+        .query_one("SELECT count(*) FROM ap_intake.delivered", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "the fold moved them");
+    assert_eq!(s.stats(GL_ID).unwrap().delivered, 6);
 }

@@ -18,7 +18,10 @@ use postgres::{GenericClient, Transaction};
 /// Schema 4: the counter rows, the triggers that keep them, and the counts the items give
 /// (with the delivered counts of schema 1's `delivered` table). Creating the triggers locks
 /// `item` against writes until the migration commits, so the first count sees every commit
-/// before it and the triggers every one after.
+/// before it and the triggers every one after. `delivered` stays, empty: a node of schema 3
+/// still running until it sees the new schema counts its deliveries there, and they count
+/// (`read`) until a fold moves them over; were it gone, its deliveries could not be recorded
+/// and would be sent again.
 pub(super) const SCHEMA_V4: &str = concat!(
     "CREATE TABLE ap_intake.counter (interface text NOT NULL, kind text NOT NULL,
        writer integer NOT NULL, n bigint NOT NULL, PRIMARY KEY (interface, kind, writer));
@@ -67,7 +70,7 @@ pub(super) const SCHEMA_V4: &str = concat!(
     " AS kind FROM ap_intake.item) AS i WHERE kind IS NOT NULL GROUP BY 1, 2;
      INSERT INTO ap_intake.counter (interface, kind, writer, n)
        SELECT interface, 'delivered', 0, n FROM ap_intake.delivered;
-     DROP TABLE ap_intake.delivered;"
+     DELETE FROM ap_intake.delivered;"
 );
 
 /// Adds deliveries, per interface, to this session's counter rows.
@@ -85,14 +88,18 @@ pub(super) fn add_delivered(
     Ok(())
 }
 
-/// One interface's counter rows, (kind, n), each kind summed over the sessions.
+/// One interface's counter rows, (kind, n), each kind summed over the sessions (and the
+/// deliveries a node of schema 3 counted since the last fold).
 pub(super) fn read(
     c: &mut impl GenericClient,
     interface: &str,
 ) -> Result<Vec<(String, i64)>, postgres::Error> {
     Ok(c.query(
-        "SELECT kind, sum(n)::bigint AS n FROM counter WHERE interface = $1 GROUP BY kind",
-        &[&interface],
+        "SELECT kind, sum(n)::bigint AS n FROM (
+           SELECT kind, n FROM counter WHERE interface = $1
+           UNION ALL SELECT $2, n FROM delivered WHERE interface = $1) AS c
+         GROUP BY kind",
+        &[&interface, &DELIVERED_KIND],
     )?
     .iter()
     .map(|r| (r.get("kind"), r.get("n")))
@@ -101,8 +108,16 @@ pub(super) fn read(
 
 /// Folds the rows of sessions that have ended into row 0: the sums stay, the rows do not
 /// pile up. A row its session (or a new one with the same process id) is changing is
-/// skipped, not waited for, so a fold never holds up a writer.
+/// skipped, not waited for, so a fold never holds up a writer. Deliveries a node of schema 3
+/// counted move over too.
 pub(super) fn fold(c: &mut impl GenericClient) -> Result<(), postgres::Error> {
+    c.execute(
+        "WITH moved AS (DELETE FROM delivered RETURNING interface, n)
+         INSERT INTO counter AS c (interface, kind, writer, n)
+         SELECT interface, $1, 0, n FROM moved
+         ON CONFLICT (interface, kind, writer) DO UPDATE SET n = c.n + excluded.n",
+        &[&DELIVERED_KIND],
+    )?;
     c.execute(
         "WITH ended AS (
            DELETE FROM counter WHERE (interface, kind, writer) IN (
