@@ -83,16 +83,16 @@ fn counts_stay_exact_while_two_nodes_change_the_same_keys() {
                     let sent: Vec<Sent> = taken.iter().map(|(k, i)| Sent::of(k, i)).collect();
                     match next(&mut seed) % 4 {
                         0 => {
-                            if let Some(one) = sent.first() {
-                                if s.reject(one, "refused").unwrap() {
-                                    rejected.fetch_add(1, Ordering::Relaxed);
-                                }
+                            if let Some(one) = sent.first()
+                                && s.reject(one, "refused").unwrap()
+                            {
+                                rejected.fetch_add(1, Ordering::Relaxed);
                             }
                             s.failed(&sent[sent.len().min(1)..], "timeout").unwrap();
                         }
                         1 => {
                             for k in s.keys(State::Rejected, Some(GL_ID)).unwrap().iter().take(2) {
-                                if next(&mut seed) % 2 == 0 {
+                                if next(&mut seed).is_multiple_of(2) {
                                     s.requeue(k).unwrap();
                                 } else {
                                     s.discard(k).unwrap();
