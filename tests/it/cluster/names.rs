@@ -238,8 +238,13 @@ fn d41_a_schema_1_database_is_migrated_keeping_the_queue_and_its_leases() {
         )
         .unwrap()
         .get(0);
-    assert_eq!(version, 3, "brought up to the schema this version writes");
+    assert_eq!(version, 4, "brought up to the schema this version writes");
     assert_eq!(store.items().unwrap().len(), 2, "the queue is kept");
+    assert_eq!(
+        store.stats(GL_ID).unwrap().pending,
+        2,
+        "and counted by schema 4's migration"
+    );
     let taken: Vec<String> = store
         .take(GL_ID, 10)
         .unwrap()
