@@ -180,8 +180,11 @@ pub struct Load {
     /// 503s whose message says a flush failed (D40).
     pub flush_refusals: Arc<AtomicU64>,
     /// Requests whose connection was taken in and then closed or reset without an answer
-    /// (a refused connection is no such request); the first few errors.
+    /// (a refused connection is no such request): when (ms since the load started) and the
+    /// error.
     pub cut: Arc<Mutex<Vec<String>>>,
+    /// When the load started: the clock of `cut`.
+    pub started: std::time::Instant,
     /// Milliseconds each client waits between requests (0: as fast as answered).
     pause_ms: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
@@ -195,6 +198,7 @@ impl Load {
             acked: Arc::default(),
             flush_refusals: Arc::default(),
             cut: Arc::default(),
+            started: std::time::Instant::now(),
             pause_ms: Arc::default(),
             stop: Arc::default(),
             clients: Vec::new(),
@@ -211,6 +215,7 @@ impl Load {
             Arc::clone(&self.cut),
         );
         let (pause, stop) = (Arc::clone(&self.pause_ms), Arc::clone(&self.stop));
+        let started = self.started;
         std::thread::spawn(move || {
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
@@ -228,7 +233,8 @@ impl Load {
                         refusals.fetch_add(1, Ordering::Relaxed);
                     }
                     0 if !r.text.contains("Connection refused") => {
-                        cut.lock().unwrap().push(r.text);
+                        let at = started.elapsed().as_millis();
+                        cut.lock().unwrap().push(format!("{at} ms: {}", r.text));
                         std::thread::sleep(Duration::from_millis(20));
                     }
                     // Stopping or stopped: nothing acknowledged, try again shortly.

@@ -41,7 +41,9 @@ fn one_failed_flush(target: &str, pause: Duration) {
         Duration::from_secs(60),
         || service.stderr().contains("flaky-sync:"),
     );
+    let armed_ms = load.started.elapsed().as_millis();
     let status = exited(&mut service, GONE_WITHIN);
+    let gone_ms = load.started.elapsed().as_millis();
     if status.is_none() {
         // It went on (as before D40). Let it run the way that loses records: more load, a
         // quiet spell in which a checkpoint completes and the WAL starts over, more load.
@@ -90,9 +92,12 @@ fn one_failed_flush(target: &str, pause: Duration) {
     }
     // D40: every request the service took in is answered (503) before it exits; only
     // connections after its exit are refused.
+    // The times tell a connection cut as the process exited (its grace too short) from one
+    // the kernel had completed as the listener closed, never taken in.
     assert!(
         unanswered.is_empty(),
-        "{} request(s) cut without an answer after a failed {target}: {:?}",
+        "{} request(s) cut without an answer after a failed {target}: {:?} (the failed flush seen \
+         by {armed_ms} ms, the process was gone by {gone_ms} ms); its log:\n{log}",
         unanswered.len(),
         some(&unanswered)
     );
