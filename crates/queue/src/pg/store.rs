@@ -33,6 +33,7 @@ impl PostgresStore {
 /// How many times a transaction the database ended to break a deadlock runs again.
 const CONFLICT_RETRIES: u32 = 3;
 
+/// One run of `f` in a transaction of its own, committed if it succeeds.
 fn once<T>(
     c: &mut Client,
     f: &mut impl FnMut(&mut Transaction<'_>) -> Result<T, postgres::Error>,
