@@ -182,6 +182,7 @@ fn a_schema_3_database_is_counted_when_it_is_upgraded() {
             "DROP TRIGGER item_counted_insert ON ap_intake.item;
              DROP TRIGGER item_counted_update ON ap_intake.item;
              DROP TRIGGER item_counted_delete ON ap_intake.item;
+             DROP TRIGGER item_counted_truncate ON ap_intake.item;
              DROP FUNCTION ap_intake.count_items();
              INSERT INTO ap_intake.delivered SELECT interface, sum(n) FROM ap_intake.counter
                WHERE kind = 'delivered' GROUP BY interface;
@@ -216,4 +217,27 @@ fn a_schema_3_database_is_counted_when_it_is_upgraded() {
         .get(0);
     assert_eq!(left, 0, "the fold moved them");
     assert_eq!(s.stats(GL_ID).unwrap().delivered, 6);
+}
+
+/// An operator who empties the queue by hand (`TRUNCATE ap_intake.item`) leaves counts of
+/// nothing, the deliveries kept.
+#[test]
+fn a_queue_emptied_by_hand_counts_nothing_pending() {
+    let db = database!();
+    let s = open(&db, "a", Mode::Inspect);
+    let batch: Vec<_> = (0..6).map(|k| record(k, 1)).collect();
+    s.upsert(&batch, 1000).unwrap();
+    let taken = s.take(GL_ID, 3).unwrap();
+    let sent: Vec<Sent> = taken.iter().map(|(k, i)| Sent::of(k, i)).collect();
+    assert!(s.reject(&sent[0], "refused").unwrap());
+    assert_eq!(s.delivered(&sent[1..]).unwrap(), 2);
+    assert_eq!(counted(&s), (3, 1, 0));
+    sql(&db).batch_execute("TRUNCATE ap_intake.item").unwrap();
+    let st = s.stats(GL_ID).unwrap();
+    assert_eq!(
+        (st.pending, st.rejected, st.quarantined, st.delivered),
+        (0, 0, 0, 2)
+    );
+    s.upsert(&[record(9, 2)], 2000).unwrap();
+    assert_eq!(counted(&s), items(&db), "and counting on");
 }

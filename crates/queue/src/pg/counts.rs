@@ -18,7 +18,8 @@ use postgres::{GenericClient, Transaction};
 /// Schema 4: the counter rows, the triggers that keep them, and the counts the items give
 /// (with the delivered counts of schema 1's `delivered` table). Creating the triggers locks
 /// `item` against writes until the migration commits, so the first count sees every commit
-/// before it and the triggers every one after. `delivered` stays, empty: a node of schema 3
+/// before it and the triggers every one after. A TRUNCATE by hand (it holds `item` alone)
+/// leaves only the delivered counts. `delivered` stays, empty: a node of schema 3
 /// still running until it sees the new schema counts its deliveries there, and they count
 /// (`read`) until a fold moves them over; were it gone, its deliveries could not be recorded
 /// and would be sent again.
@@ -41,6 +42,8 @@ pub(super) const SCHEMA_V4: &str = concat!(
     counter_kind!("state"),
     " AS kind FROM replaced) AS r WHERE kind IS NOT NULL GROUP BY 1, 2
          ON CONFLICT (interface, kind, writer) DO UPDATE SET n = c.n + excluded.n;
+       ELSIF TG_OP = 'TRUNCATE' THEN
+         DELETE FROM ap_intake.counter WHERE kind <> 'delivered';
        ELSE
          INSERT INTO ap_intake.counter AS c (interface, kind, writer, n)
          SELECT interface, kind, pg_backend_pid(), sum(d)
@@ -63,6 +66,8 @@ pub(super) const SCHEMA_V4: &str = concat!(
        FOR EACH STATEMENT EXECUTE FUNCTION ap_intake.count_items();
      CREATE TRIGGER item_counted_delete AFTER DELETE ON ap_intake.item
        REFERENCING OLD TABLE AS replaced
+       FOR EACH STATEMENT EXECUTE FUNCTION ap_intake.count_items();
+     CREATE TRIGGER item_counted_truncate AFTER TRUNCATE ON ap_intake.item
        FOR EACH STATEMENT EXECUTE FUNCTION ap_intake.count_items();
      INSERT INTO ap_intake.counter (interface, kind, writer, n)
        SELECT interface, kind, 0, count(*) FROM (SELECT interface, ",
