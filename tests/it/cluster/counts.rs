@@ -49,6 +49,21 @@ fn record(code: u64, round: u64) -> ap_intake::queue::NewRecord {
     }
 }
 
+/// Queues `keys` new keys, takes `taken` of them, rejects the first taken and delivers the
+/// others.
+fn queue_reject_one_deliver_the_rest(s: &dyn Store, keys: u64, taken: usize) {
+    let batch: Vec<_> = (0..keys).map(|k| record(k, 1)).collect();
+    s.upsert(&batch, 1000).unwrap();
+    let sent: Vec<Sent> = s
+        .take(GL_ID, taken)
+        .unwrap()
+        .iter()
+        .map(|(k, i)| Sent::of(k, i))
+        .collect();
+    assert!(s.reject(&sent[0], "refused").unwrap());
+    assert_eq!(s.delivered(&sent[1..]).unwrap(), taken - 1);
+}
+
 /// A small xorshift, so each thread's run is the same every time.
 fn next(seed: &mut u64) -> u64 {
     *seed ^= *seed << 13;
@@ -169,12 +184,7 @@ fn counts_stay_exact_while_two_nodes_change_the_same_keys() {
 fn a_schema_3_database_is_counted_when_it_is_upgraded() {
     let db = database!();
     let s = open(&db, "a", Mode::Inspect);
-    let batch: Vec<_> = (0..10).map(|k| record(k, 1)).collect();
-    s.upsert(&batch, 1000).unwrap();
-    let taken = s.take(GL_ID, 5).unwrap();
-    let sent: Vec<Sent> = taken.iter().map(|(k, i)| Sent::of(k, i)).collect();
-    assert!(s.reject(&sent[0], "refused").unwrap());
-    assert_eq!(s.delivered(&sent[1..]).unwrap(), 4);
+    queue_reject_one_deliver_the_rest(&s, 10, 5);
     s.close().unwrap();
     // What schema 3 kept: the triggers and counter rows of schema 4 taken away again.
     sql(&db)
@@ -225,12 +235,7 @@ fn a_schema_3_database_is_counted_when_it_is_upgraded() {
 fn a_queue_emptied_by_hand_counts_nothing_pending() {
     let db = database!();
     let s = open(&db, "a", Mode::Inspect);
-    let batch: Vec<_> = (0..6).map(|k| record(k, 1)).collect();
-    s.upsert(&batch, 1000).unwrap();
-    let taken = s.take(GL_ID, 3).unwrap();
-    let sent: Vec<Sent> = taken.iter().map(|(k, i)| Sent::of(k, i)).collect();
-    assert!(s.reject(&sent[0], "refused").unwrap());
-    assert_eq!(s.delivered(&sent[1..]).unwrap(), 2);
+    queue_reject_one_deliver_the_rest(&s, 6, 3);
     assert_eq!(counted(&s), (3, 1, 0));
     sql(&db).batch_execute("TRUNCATE ap_intake.item").unwrap();
     let st = s.stats(GL_ID).unwrap();
